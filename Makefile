@@ -1,0 +1,45 @@
+# SchemaBridge — the two commands: `make run` (the main job) and `make test` (the suite).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: run test install system-deps lint typecheck bench chaos stop-db clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's chromium drives the browser tests (Playwright never downloads a browser here).
+system-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "Installing Debian's chromium for the browser tests..."; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+# The main job: embedded PostgreSQL, migrations, an admin login, demo workflows, the web
+# app and a qcluster, all in the foreground (Ctrl-C stops them).
+run: install
+	DEBUG=1 $(BIN)/python manage.py sb_up
+
+# The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
+test: install system-deps
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/mypy .
+
+bench: install
+	$(BIN)/python manage.py bench fanout --items 10000 --workers 2
+
+stop-db: install
+	$(BIN)/python manage.py sb_db stop
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts

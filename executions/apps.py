@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class ExecutionsConfig(AppConfig):
+    name = "executions"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django_q.signals import post_spawn
+
+        from executions import worker
+
+        post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")

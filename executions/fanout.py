@@ -1,0 +1,373 @@
+"""Fan-out (S1–S10): spawning children in batches and deciding merges.
+
+Spawning. A SPAWNER step first checks payload pressure (S7: above the high-water mark it
+defers the whole fan-out), then — in one fenced transaction — counts the items, resolves and
+pins the target version, reserves the quota for all of them (S6: refusal creates nothing),
+and records the plan as a FanOut row. Then it walks the list in batches: each batch is one
+``INSERT … ON CONFLICT DO NOTHING`` of children on their per-item key (parent, vertex,
+index), their input payloads and first steps, committed together with the cursor (S2, S3).
+The list itself is never loaded into the worker: PostgreSQL indexes into the stored JSON
+array, so a worker's memory is bounded by the batch. A redelivered spawner resumes at the
+committed cursor; children that exist already — failed ones included — are left alone.
+
+Merging. The FanOut row's counts move with every child's terminal transition (state.py).
+A MERGE locks the row and decides from the counts alone, in O(1) (see state.FANOUT_*).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any, cast
+
+from django.conf import settings
+
+from executions import kick, payloads, quotas
+from executions.engine import StepRun, load_version
+from executions.handlers import NonRetryable
+from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
+from executions.state import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED, FANOUT_TOLERATED
+from workflows.dsl import ast
+from workflows.dsl.paths import Path, parse_path, render
+
+ITEMS_INFO = """
+    SELECT jsonb_typeof(p.data #> %(path)s) AS kind,
+           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN jsonb_array_length(p.data #> %(path)s) END
+    FROM executions_payload p WHERE p.execution_id = %(execution)s AND p.name = %(source)s
+"""
+
+ITEM_VALUE = """
+    SELECT p.data #> %(path)s FROM executions_payload p WHERE p.execution_id = %(execution)s AND p.name = %(source)s
+"""
+
+TARGET_BY_KEY = """
+    SELECT d.current_version_id FROM workflows_workflowdefinition d
+    WHERE d.workspace_id = %(workspace)s AND d.key = %(key)s
+"""
+
+TARGET_BY_HASH = """
+    SELECT v.id, d.key FROM workflows_workflowversion v JOIN workflows_workflowdefinition d ON d.id = v.definition_id
+    WHERE d.workspace_id = %(workspace)s AND v.hash = %(hash)s ORDER BY v.id
+"""
+
+FANOUT = f"""
+    SELECT f.*, {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished,
+           {FANOUT_TOLERATED} AS tolerated
+    FROM executions_fanout f WHERE f.step_id = %(step)s
+"""  # noqa: S608 - constant SQL fragments and fixed column names only
+
+LOCK_FANOUT = """
+    SELECT f.step_id FROM executions_fanout f
+    JOIN executions_step s ON s.id = f.step_id
+    WHERE s.execution_id = %(execution)s AND s.vertex = %(spawner)s
+    FOR UPDATE OF f
+"""
+
+CREATE_FANOUT = """
+    INSERT INTO executions_fanout (step_id, execution_id, spawner_vertex, merge_vertex, target_version_id, total,
+        cursor, created, spawn_complete, succeeded, failed, cancelled, tolerates_failed, tolerates_cancelled,
+        max_failure_ratio, allowed_failures, fail_fast, created_at)
+    VALUES (%(step)s, %(execution)s, %(vertex)s, %(merge)s, %(target)s, %(total)s, 0, 0, %(empty)s, 0, 0, 0,
+            %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, now())
+"""
+
+# The batch source is either PostgreSQL indexing into the stored list (default itemInput:
+# the item itself) or the inputs rendered by the worker (an itemInput template).
+BATCH_FROM_STORE = """
+    arr AS MATERIALIZED (
+        SELECT p.data #> %(path)s AS items FROM executions_payload p
+        WHERE p.execution_id = %(parent)s AND p.name = %(source)s
+    ),
+    batch AS (SELECT g.i AS item_index, arr.items -> g.i AS input FROM arr, generate_series(%(lo)s, %(hi)s - 1) AS g(i))
+"""
+BATCH_FROM_WORKER = """
+    batch AS (SELECT b.item_index, b.input::jsonb AS input
+              FROM unnest(%(indexes)s::int[], %(inputs)s::text[]) AS b(item_index, input))
+"""
+
+INSERT_CHILDREN = """
+    WITH {batch},
+    ins AS (
+        INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, request_hash,
+            parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, created_by, created_at)
+        SELECT gen_random_uuid(), %(workspace)s, %(workflow)s, %(version)s, 1, '', '', %(parent)s, %(root)s,
+               %(step)s, %(vertex)s, b.item_index, %(depth)s, '', now()
+        FROM batch b ORDER BY b.item_index
+        ON CONFLICT (parent_id, spawn_vertex, item_index) WHERE item_index IS NOT NULL DO NOTHING
+        RETURNING id, item_index
+    ),
+    pay AS (
+        INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
+        SELECT ins.id, 'input', b.input, octet_length(b.input::text), now()
+        FROM ins JOIN batch b USING (item_index) WHERE b.input IS NOT NULL
+    ),
+    first_steps AS (
+        INSERT INTO executions_step (execution_id, vertex, attempt, max_attempts, due_at, wait_reason,
+                                     destination_id, lease_expiries, state, error, created_at)
+        SELECT ins.id, %(start)s, 1, %(max_attempts)s, now(), '',
+               (SELECT d.id FROM executions_destination d
+                WHERE d.workspace_id = %(workspace)s AND d.name = %(destination)s),
+               0, '{{}}'::jsonb, '', now()
+        FROM ins
+    )
+    SELECT count(*) FROM ins
+"""
+
+ADVANCE = """
+    UPDATE executions_fanout SET cursor = %(cursor)s, created = created + %(created)s,
+                                 spawn_complete = %(cursor)s >= total
+    WHERE step_id = %(step)s
+"""
+
+MERGE_OUTPUT = """
+    INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
+    SELECT %(execution)s, %(name)s, agg.data, octet_length(agg.data::text), now()
+    FROM (
+        SELECT jsonb_build_object(
+                   'items', coalesce(jsonb_agg(p.data ORDER BY c.item_index), '[]'::jsonb),
+                   'counts', %(counts)s::jsonb) AS data
+        FROM executions_execution c
+        LEFT JOIN executions_payload p
+               ON p.execution_id = c.id AND p.name = c.output_vertex AND c.status = 'SUCCEEDED'
+        WHERE c.parent_id = %(execution)s AND c.spawn_vertex = %(spawner)s
+    ) agg
+    ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
+"""
+
+
+def items_source(items: str) -> tuple[str, list[str]]:
+    """(payload name, JSON path inside it) for a SPAWNER ``items`` path."""
+    path = parse_path(items)
+    if path.root == "input":
+        return payloads.INPUT, [str(s) for s in path.segments[1:]]
+    return str(path.step_reference()), [str(s) for s in path.segments[3:]]
+
+
+def _fetch_one(cursor: Any, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    cursor.execute(sql, params)
+    row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
+
+
+# --- spawning ---------------------------------------------------------------------------------
+
+def spawn(step: StepRun) -> Outcome:
+    vertex = cast(ast.Spawner, step.vertex)
+    with step.transaction() as tx:
+        fan = _fanout_row(tx.cursor, step.step_id)
+    if fan is None:
+        deferral = _pressure_deferral()
+        if deferral:
+            return deferral
+        with step.transaction() as tx:
+            fan = _plan(tx.cursor, step, vertex)
+    target = load_version_by_id(fan["target_version_id"])
+    start = target.workflow.vertices[target.workflow.start]
+    walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
+    batch_size = int(settings.SB["SPAWN_BATCH"])
+    while cursor_at < fan["total"]:
+        deferral = _pressure_deferral()
+        if deferral:
+            return deferral
+        hi = min(cursor_at + batch_size, fan["total"])
+        with step.transaction() as tx:
+            inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
+            tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
+            if inserted:
+                kick.work_created(tx.cursor)
+        created += inserted
+        cursor_at = hi
+    # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
+    return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
+
+
+def _pressure_deferral() -> Outcome | None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        pressure = payloads.pressure(cursor)
+    if not pressure.above_high_water:
+        return None
+    seconds = float(settings.SB["PAYLOAD_DEFER_SECONDS"])
+    return wait(seconds=seconds, reason=f"payload pressure: {pressure.describe()}; fan-out deferred, "
+                                        f"re-checked every {seconds:g}s")
+
+
+def _fanout_row(cursor: Any, step_id: int) -> dict[str, Any] | None:
+    cursor.execute(FANOUT, {"step": step_id})
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    return dict(zip([c.name for c in cursor.description], row, strict=True))
+
+
+def load_version_by_id(version_id: int) -> Any:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        return load_version(cursor, version_id)
+
+
+def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
+    """First run: count, resolve, reserve, record. Raises NonRetryable (nothing written)."""
+    source, path = items_source(vertex.items)
+    info = _fetch_one(cursor, ITEMS_INFO, {"path": path, "execution": step.execution.id, "source": source})
+    where = "the execution input" if source == payloads.INPUT else f"the output of step '{source}'"
+    if info is None:
+        raise NonRetryable(f"items {vertex.items}: {where} is empty (no payload stored)")
+    kind, total = info
+    if kind is None:
+        raise NonRetryable(f"items {vertex.items}: nothing there in {where}")
+    if kind != "array":
+        raise NonRetryable(f"items {vertex.items}: is a JSON {kind}, not a list")
+    target_id = _target_version(cursor, step, vertex)
+    try:
+        quotas.reserve(cursor, step.execution.workspace_id, total)
+    except quotas.QuotaExceeded as error:
+        raise NonRetryable(str(error)) from error
+    merge = step.version.workflow.merge_for(vertex.id)
+    params = {
+        "step": step.step_id, "execution": step.execution.id, "vertex": vertex.id,
+        "merge": merge.id if merge else None, "target": target_id, "total": total, "empty": total == 0,
+        "tol_failed": bool(merge and "FAILED" in merge.tolerate_child_failures),
+        "tol_cancelled": bool(merge and "CANCELLED" in merge.tolerate_child_failures),
+        "ratio": merge.max_failure_ratio if merge else 1.0,
+        "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total),
+        "fail_fast": bool(merge and merge.fail_fast),
+    }
+    cursor.execute(CREATE_FANOUT, params)
+    return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+
+
+def allowed_failures(ratio: float, total: int) -> int:
+    """floor(ratio × N), computed exactly (0.29 × 100 is 29, not 28)."""
+    return math.floor(Decimal(str(ratio)) * total)
+
+
+def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
+    workspace = step.execution.workspace_id
+    if vertex.version:
+        rows = _fetch_all(cursor, TARGET_BY_HASH, {"workspace": workspace, "hash": vertex.version})
+        rows = [r for r in rows if vertex.workflow is None or r[1] == vertex.workflow]
+        if not rows:
+            owner = f" of workflow '{vertex.workflow}'" if vertex.workflow else ""
+            raise NonRetryable(f"no version {vertex.version[:12]}{owner} in this workspace")
+        return int(rows[0][0])
+    row = _fetch_one(cursor, TARGET_BY_KEY, {"workspace": workspace, "key": vertex.workflow})
+    if row is None:
+        raise NonRetryable(f"no workflow '{vertex.workflow}' in this workspace")
+    if row[0] is None:
+        raise NonRetryable(f"workflow '{vertex.workflow}' has no published version")
+    return int(row[0])
+
+
+def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    cursor.execute(sql, params)
+    return list(cursor.fetchall())
+
+
+def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: Any, start: ast.Vertex,
+                  lo: int, hi: int) -> int:
+    source, path = items_source(vertex.items)
+    params: dict[str, Any] = {
+        "path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi,
+        "workspace": step.execution.workspace_id, "workflow": target.definition_id, "version": target.id,
+        "root": step.execution.root_id or step.execution.id, "step": step.step_id, "vertex": vertex.id,
+        "depth": step.execution.depth + 1, "start": start.id,
+        "max_attempts": start.retry.max_attempts if isinstance(start, ast.WorkVertex) else 1,
+        "destination": getattr(start, "destination_name", None),
+    }
+    if vertex.item_input == "$.item":
+        sql = INSERT_CHILDREN.format(batch=BATCH_FROM_STORE)
+    else:
+        indexes, inputs = _render_batch(cursor, step, vertex, source, path, lo, hi)
+        params.update(indexes=indexes, inputs=inputs)
+        sql = INSERT_CHILDREN.format(batch=BATCH_FROM_WORKER)
+    cursor.execute(sql, params)
+    return int(cursor.fetchone()[0])
+
+
+def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
+                  lo: int, hi: int) -> tuple[list[int], list[str]]:
+    cursor.execute(
+        "SELECT g.i, (p.data #> %(path)s) -> g.i FROM executions_payload p, generate_series(%(lo)s, %(hi)s - 1) g(i)"
+        " WHERE p.execution_id = %(parent)s AND p.name = %(source)s",
+        {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source},
+    )
+    batch = [(index, payloads.decode(item)) for index, item in cursor.fetchall()]
+    resolved: dict[str, Any] = {}
+
+    def context_value(text: str) -> Any:
+        # Paths outside the item are read once per batch, each as its own small value, so
+        # a parent's large input is never loaded whole.
+        if text not in resolved:
+            parsed = parse_path(text)
+            name, inner = _payload_path(parsed)
+            row = _fetch_one(cursor, ITEM_VALUE, {"path": inner, "execution": step.execution.id, "source": name})
+            if row is None or row[0] is None:
+                raise NonRetryable(f"itemInput: nothing at {text}")
+            resolved[text] = payloads.decode(row[0])
+        return resolved[text]
+
+    indexes, inputs = [], []
+    for index, item in batch:
+        def lookup(text: str, item: Any = item, index: int = index) -> Any:
+            parsed = parse_path(text)
+            if parsed.root == "item":
+                from workflows.dsl.paths import resolve
+
+                return resolve(Path(text, parsed.segments[1:]), item) if len(parsed.segments) > 1 else item
+            if parsed.root == "index":
+                return index
+            return context_value(text)
+
+        indexes.append(index)
+        inputs.append(payloads.encode(render(vertex.item_input, {}, lookup)))
+    return indexes, inputs
+
+
+def _payload_path(path: Path) -> tuple[str, list[str]]:
+    if path.root == "input":
+        return payloads.INPUT, [str(s) for s in path.segments[1:]]
+    return str(path.step_reference()), [str(s) for s in path.segments[3:]]
+
+
+# --- merging ----------------------------------------------------------------------------------
+
+def explain(fan: dict[str, Any]) -> str:
+    """The merge's state in words, e.g. "3 failed of 1,000; tolerance 5% allows 50; failFast on"."""
+    total, done = fan["total"], fan["succeeded"] + fan["failed"] + fan["cancelled"]
+    parts = [f"{fan['succeeded']:,} succeeded, {fan['failed']:,} failed, {fan['cancelled']:,} cancelled "
+             f"of {total:,} ({total - done:,} not finished)"]
+    tolerated = [s for s, on in (("FAILED", fan["tolerates_failed"]), ("CANCELLED", fan["tolerates_cancelled"])) if on]
+    if tolerated:
+        parts.append(f"tolerates {' and '.join(tolerated)} up to {fan['max_failure_ratio']:.4g} "
+                     f"({fan['max_failure_ratio'] * 100:.4g}%) which allows {fan['allowed_failures']:,}")
+    else:
+        parts.append("no failure tolerated")
+    parts.append(f"failFast {'on' if fan['fail_fast'] else 'off'}")
+    return "; ".join(parts)
+
+
+def merge(step: StepRun) -> Outcome:
+    vertex = cast(ast.Merge, step.vertex)
+    lock = (LOCK_FANOUT, {"execution": step.execution.id, "spawner": vertex.spawner})
+    with step.transaction(prelock=lock) as tx:
+        cursor = tx.cursor
+        cursor.execute("SELECT id FROM executions_step WHERE execution_id = %s AND vertex = %s",
+                       [step.execution.id, vertex.spawner])
+        spawner_row = cursor.fetchone()
+        fan = _fanout_row(cursor, spawner_row[0]) if spawner_row else None
+        if fan is None:
+            raise NonRetryable(f"SPAWNER '{vertex.spawner}' has not spawned in this execution")
+        summary = explain(fan)
+        if not fan["decided"]:
+            tx.finish(signal(f"waiting for children: {summary}"))
+        elif fan["exceeded"]:
+            tx.finish(failed(f"merge failed: {summary}", retryable=False))
+        else:
+            counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
+            cursor.execute(MERGE_OUTPUT, {"execution": step.execution.id, "name": vertex.id,
+                                          "counts": payloads.encode(counts), "spawner": vertex.spawner})
+            tx.finish(succeeded(NO_OUTPUT, output_vertex=vertex.id))
+    return committed()

@@ -1,0 +1,68 @@
+"""Waking workers when work appears (coalesced).
+
+* ``NOTIFY sb_work`` inside the transaction that created ready work: PostgreSQL delivers it
+  at commit (and folds duplicates within a transaction), waking idle drains at once.
+* After commit, ``request_drain`` enqueues a django-q2 drain task — but only if fewer drains
+  are alive than ``DRAIN_SLOTS`` (drains hold a session advisory lock each, so a killed
+  worker's slot frees itself) and none was enqueued in the last 250 ms (one guarded UPDATE
+  on a single row). A burst of thousands of commits therefore makes a few tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "sb_work"
+ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
+
+NOTIFY = "SELECT pg_notify('sb_work', '')"
+
+# Enqueue a drain only when a slot is free and no drain was enqueued very recently.
+THROTTLE = """
+    WITH row AS (
+        INSERT INTO executions_drainkick (id, last_enqueued_at) VALUES (1, now() - interval '1 hour')
+        ON CONFLICT (id) DO NOTHING
+    )
+    UPDATE executions_drainkick SET last_enqueued_at = now()
+    WHERE id = 1 AND last_enqueued_at < now() - interval '250 milliseconds'
+      AND (SELECT count(*) FROM pg_locks
+           WHERE locktype = 'advisory' AND classid = %(class)s AND objsubid = 2 AND granted) < %(slots)s
+    RETURNING id
+"""
+
+_last_request = 0.0
+
+
+def work_created(cursor: Any) -> None:
+    """Call inside a transaction that made work ready."""
+    cursor.execute(NOTIFY)
+    transaction.on_commit(request_drain)
+
+
+def request_drain(force: bool = False) -> bool:
+    """Enqueue a drain task if a slot is free (see module doc); returns True if enqueued."""
+    global _last_request
+    now = time.monotonic()
+    if not force and now - _last_request < 0.1:
+        return False
+    _last_request = now
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(THROTTLE, {"class": ADVISORY_CLASS, "slots": settings.SB["DRAIN_SLOTS"]})
+            if cursor.fetchone() is None:
+                return False
+        from django_q.tasks import async_task
+
+        async_task("executions.worker.drain", task_name="sb-drain")
+        return True
+    except Exception:
+        # Never let a wake-up fail the caller: the scheduled tick and live drains recover.
+        log.exception("could not enqueue a drain task")
+        return False

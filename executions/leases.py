@@ -1,0 +1,226 @@
+"""Claims, leases, fencing and reaping (S5). Database time only.
+
+* **Claim**: ready, due steps are taken in batches with ``FOR UPDATE SKIP LOCKED`` (SKIP
+  LOCKED because a row another claimer holds is simply someone else's work; waiting on it
+  would serialise the workers). Each claimed step gets a fresh lease token and an expiry
+  of ``now() + LEASE_SECONDS``. Steps that call a destination (S11) are claimed per
+  destination, only as many as it has free slots: in-flight = its RUNNING steps, so a slot
+  is released by any transition out of RUNNING, lease expiry included, and cannot leak.
+* **Fence**: a result is committed only where the row still carries the worker's token and
+  is RUNNING; anything else is a stale worker's late result and is discarded (and noted).
+* **Heartbeat**: a worker renews the leases of the steps it is still running.
+* **Reap**: expired leases go back to READY with attempt + 1, or FAILED once the step has
+  used its attempts ("lease expired N times"), so a step that kills its worker ends.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from executions import payloads, state
+from executions.models import ExecutionStatus, StepStatus
+
+S = StepStatus
+
+CLAIM_FREE = """
+    SELECT id FROM executions_step
+    WHERE status = 'READY' AND destination_id IS NULL AND due_at <= now()
+    ORDER BY due_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+# Step 1 of a destination claim: lock the destinations that have due work, in id order.
+# SKIP LOCKED: a destination locked by another claimer is being served by it right now.
+LOCK_DESTINATIONS = """
+    SELECT d.id FROM executions_destination d
+    WHERE EXISTS (SELECT 1 FROM executions_step s
+                  WHERE s.destination_id = d.id AND s.status = 'READY' AND s.due_at <= now())
+    ORDER BY d.id
+    FOR UPDATE OF d SKIP LOCKED
+"""
+
+# Step 2, a new statement so its snapshot sees every claim committed before our locks:
+# free slots per destination = limit - RUNNING, and the token bucket for the request rate.
+DESTINATION_BUDGETS = """
+    SELECT d.id,
+           greatest(0, least(
+               coalesce(d.concurrency_limit - (SELECT count(*) FROM executions_step r
+                                               WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
+                        %(limit)s),
+               coalesce(floor(least(greatest(d.rate_per_second, 1),
+                                    d.rate_tokens + d.rate_per_second
+                                        * extract(epoch FROM now() - d.rate_updated_at)))::int,
+                        %(limit)s),
+               %(limit)s)) AS free
+    FROM executions_destination d WHERE d.id = ANY(%(ids)s)
+"""
+
+CLAIM_DESTINATION = """
+    SELECT s.id FROM unnest(%(dest_ids)s::bigint[], %(dest_free)s::int[]) AS b(id, free),
+    LATERAL (SELECT id FROM executions_step
+             WHERE destination_id = b.id AND status = 'READY' AND due_at <= now()
+             ORDER BY due_at LIMIT b.free
+             FOR UPDATE SKIP LOCKED) s
+"""
+
+# Spend the tokens of the claimed requests (rows are still locked by this transaction).
+SPEND_RATE_TOKENS = """
+    UPDATE executions_destination d
+    SET rate_tokens = least(greatest(d.rate_per_second, 1),
+                            d.rate_tokens + d.rate_per_second * extract(epoch FROM now() - d.rate_updated_at))
+                      - c.claimed,
+        rate_updated_at = now()
+    FROM unnest(%(ids)s::bigint[], %(claimed)s::int[]) AS c(id, claimed)
+    WHERE d.id = c.id AND d.rate_per_second IS NOT NULL
+"""
+
+HEARTBEAT = """
+    UPDATE executions_step s SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS h(id, token)
+    WHERE s.id = h.id AND s.lease_token = h.token AND s.status = 'RUNNING'
+    RETURNING s.id
+"""
+
+EXPIRED = """
+    SELECT id FROM executions_step
+    WHERE status = 'RUNNING' AND lease_expires_at < now() AND {attempts}
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+DB_NOW = "SELECT now()"
+
+
+@dataclass(frozen=True)
+class Lease:
+    step_id: int
+    token: uuid.UUID
+
+
+@dataclass
+class ClaimedStep:
+    step_id: int
+    execution_id: uuid.UUID
+    vertex: str
+    prev_vertex: str | None
+    attempt: int
+    max_attempts: int
+    lease_token: uuid.UUID
+    state: dict[str, Any]
+    destination_id: int | None
+    claimed_at: datetime
+
+    @property
+    def lease(self) -> Lease:
+        return Lease(self.step_id, self.lease_token)
+
+
+def lease_seconds() -> float:
+    return float(settings.SB["LEASE_SECONDS"])
+
+
+def _claim(cursor: Any, source_sql: str, params: dict[str, Any]) -> list[ClaimedStep]:
+    moved = state.move_steps(
+        cursor, S.RUNNING, state.Source(source_sql, {**params, "lease": lease_seconds()}),
+        from_=[S.READY], skip_locked=True,
+        sets={"lease_token": "gen_random_uuid()",
+              "lease_expires_at": "now() + make_interval(secs => %(lease)s)"},
+        returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
+                   "now() AS claimed_at"),
+    )
+    return [
+        ClaimedStep(
+            step_id=row["id"], execution_id=row["execution_id"], vertex=row["vertex"],
+            prev_vertex=row["prev_vertex"], attempt=row["attempt"], max_attempts=row["max_attempts"],
+            lease_token=row["lease_token"], state=payloads.decode(row["state"]) or {},
+            destination_id=row["destination_id"],
+            claimed_at=row["claimed_at"],
+        )
+        for row in moved
+    ]
+
+
+def claim(cursor: Any, limit: int) -> list[ClaimedStep]:
+    """Claim up to ``limit`` due steps (call inside a transaction); their executions that
+    had not started yet move from PENDING to RUNNING."""
+    if limit <= 0:
+        return []
+    claimed = _claim(cursor, CLAIM_FREE, {"limit": limit})
+    remaining = limit - len(claimed)
+    if remaining > 0:
+        claimed += _claim_destinations(cursor, remaining)
+    if claimed:
+        state.move_executions(cursor, ExecutionStatus.RUNNING, state.ids({c.execution_id for c in claimed}, "uuid"),
+                              from_=[ExecutionStatus.PENDING])
+    return claimed
+
+
+def _claim_destinations(cursor: Any, limit: int) -> list[ClaimedStep]:
+    cursor.execute(LOCK_DESTINATIONS)
+    locked = [row[0] for row in cursor.fetchall()]
+    if not locked:
+        return []
+    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit})
+    budgets = [(dest_id, free) for dest_id, free in cursor.fetchall() if free > 0]
+    if not budgets:
+        return []
+    claimed = _claim(cursor, CLAIM_DESTINATION, {
+        "dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets],
+    })
+    counts: dict[int, int] = {}
+    for step in claimed:
+        if step.destination_id is not None:
+            counts[step.destination_id] = counts.get(step.destination_id, 0) + 1
+    if counts:
+        cursor.execute(SPEND_RATE_TOKENS, {"ids": list(counts), "claimed": list(counts.values())})
+    return claimed
+
+
+def heartbeat(cursor: Any, leases: list[Lease]) -> set[int]:
+    """Renew leases; returns the step ids whose lease is still ours."""
+    if not leases:
+        return set()
+    cursor.execute(HEARTBEAT, {
+        "ids": [lease.step_id for lease in leases],
+        "tokens": [lease.token for lease in leases],
+        "lease": lease_seconds(),
+    })
+    return {row[0] for row in cursor.fetchall()}
+
+
+def reap(cursor: Any, limit: int = 1000) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return expired leases to READY (attempt + 1) or fail steps out of attempts.
+
+    Returns ``(requeued, failed)``; the caller fails the executions of ``failed`` steps
+    (engine.fail_executions) in the same transaction.
+    """
+    requeued = state.move_steps(
+        cursor, S.READY, state.Source(EXPIRED.format(attempts="attempt < max_attempts"), {"limit": limit}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
+              "wait_reason": "''"},
+        message="lease expired: the worker was lost; re-queued for another attempt",
+    )
+    failed = state.move_steps(
+        cursor, S.FAILED, state.Source(EXPIRED.format(attempts="attempt >= max_attempts"), {"limit": limit}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"lease_expiries": "s.lease_expiries + 1",
+              "error": "format('lease expired %%s times (its worker was lost each time); gave up after %%s attempts',"
+                       " s.lease_expiries + 1, s.attempt)"},
+        returning=("s.error",),
+        message="lease expired on the last attempt: step failed",
+    )
+    return requeued, failed
+
+
+def db_now(cursor: Any) -> datetime:
+    cursor.execute(DB_NOW)
+    value: datetime = cursor.fetchone()[0]
+    return value

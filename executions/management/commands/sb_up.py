@@ -1,0 +1,135 @@
+"""The main job (``make run``): migrate, create a local admin login, load the demo, then run
+the web app and a qcluster side by side until Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from executions import demo, services
+from executions.models import Execution
+from workflows.models import Membership, Role, Workspace
+
+LOCAL_DIR = Path(settings.BASE_DIR) / ".local"
+
+
+class Command(BaseCommand):
+    help = "Run SchemaBridge locally: web UI + workers on the embedded database, demo workflows loaded."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("SB_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("SB_PORT", "8000")))
+        parser.add_argument("--no-demo", action="store_true", help="do not start the demo executions")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        password = self._admin_password()
+        base_url = f"http://{options['host']}:{options['port']}"
+        workspace = Workspace.objects.get(slug="default")
+        demo.load(workspace, base_url=base_url)
+        procs = self._start(options["host"], options["port"])
+        try:
+            self._wait_until_serving(base_url, procs)
+            started = [] if options["no_demo"] else self._start_demo(workspace)
+            self._banner(base_url, password, started)
+            self._supervise(procs)
+        finally:
+            self._stop(procs)
+
+    def _admin_password(self) -> str:
+        LOCAL_DIR.mkdir(exist_ok=True)
+        secret_file = LOCAL_DIR / "admin-password"
+        password = os.environ.get("SB_ADMIN_PASSWORD") or (
+            secret_file.read_text().strip() if secret_file.exists() else secrets.token_urlsafe(12))
+        secret_file.write_text(password + "\n")
+        secret_file.chmod(0o600)
+        user_model = get_user_model()
+        user, _ = user_model.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        Membership.objects.update_or_create(user=user, workspace=Workspace.objects.get(slug="default"),
+                                            defaults={"role": Role.ADMIN})
+        return password
+
+    def _start(self, host: str, port: int) -> list[subprocess.Popen[bytes]]:
+        manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
+        env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1")}
+        web = subprocess.Popen([*manage, "runserver", f"{host}:{port}", "--noreload"], env=env)  # noqa: S603
+        workers = subprocess.Popen([*manage, "qcluster"], env=env)  # noqa: S603
+        return [web, workers]
+
+    def _wait_until_serving(self, base_url: str, procs: list[subprocess.Popen[bytes]]) -> None:
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in procs):
+                raise SystemExit("a process exited during start-up; see the output above")
+            try:
+                httpx.get(f"{base_url}/healthz", timeout=1.0)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        raise SystemExit(f"the web server did not answer on {base_url} within 60 s")
+
+    def _start_demo(self, workspace: Workspace) -> list[Execution]:
+        hello = services.start_execution(workspace, workflow="hello", input={"who": "operator"},
+                                         created_by="demo").execution
+        started = [hello]
+        if not Execution.objects.filter(workflow__key="ledger-migration", workspace=workspace).exists():
+            started.append(services.start_execution(
+                workspace, workflow="ledger-migration", input={"entries": demo.ledger_entries(1000)},
+                idempotency_key="demo-ledger-migration", created_by="demo").execution)
+        return started
+
+    def _banner(self, base_url: str, password: str, started: list[Execution]) -> None:
+        lines = [
+            "",
+            "SchemaBridge is running (Ctrl-C stops it).",
+            f"  Operator UI   {base_url}/",
+            f"  Admin         {base_url}/admin/",
+            f"  REST API      {base_url}/api/v1/   (docs: {base_url}/api/docs/)",
+            f"  Login         admin / {password}   (also in .local/admin-password)",
+        ]
+        for execution in started:
+            lines.append(f"  Demo          {execution.workflow.key}: {base_url}/executions/{execution.pk}/")
+        lines.append("")
+        self.stdout.write("\n".join(lines))
+
+    def _supervise(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        stop = {"now": False}
+
+        def request_stop(signum: int, frame: Any) -> None:
+            stop["now"] = True
+
+        signal.signal(signal.SIGTERM, request_stop)
+        try:
+            while not stop["now"]:
+                for proc in procs:
+                    if proc.poll() is not None:
+                        raise SystemExit(f"process {proc.args} exited with {proc.returncode}")
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+
+    def _stop(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()

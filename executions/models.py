@@ -1,0 +1,355 @@
+"""Executions, steps, events, payloads, fan-outs, destinations and quotas.
+
+Status columns are written only by ``executions/state.py`` (tests/unit/test_status_writes.py
+enforces it). Times that matter for correctness (due times, leases) are database time.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
+
+
+class ExecutionStatus(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class StepStatus(models.TextChoices):
+    READY = "READY"  # claimable once due_at has passed (timers, backoff, deferrals wait here)
+    RUNNING = "RUNNING"  # leased to a worker
+    WAITING = "WAITING"  # waiting for a signal, not a time (a MERGE waiting for children)
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+class Execution(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Foreign keys carry no index of their own where a composite index below leads with
+    # them: every index costs each status change an index insert (status is indexed, so
+    # updates are never HOT), and the fan-out targets depend on few of them.
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+", db_index=False)
+    workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.PROTECT, related_name="executions",
+                                 db_index=False)
+    version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="executions",
+                                db_index=False)
+    # Rows are inserted without a status (the database default); state.py moves it.
+    status = models.CharField(max_length=16, choices=ExecutionStatus.choices, db_default=ExecutionStatus.PENDING)
+    attempt = models.PositiveIntegerField(default=1)
+    error = models.TextField(blank=True, default="")
+    # The vertex whose step output is this execution's output (set when it succeeds).
+    output_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not ended yet
+
+    # Idempotent starts: a repeated key returns the existing execution.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 - NULL: no key (unique)
+    request_hash = models.CharField(max_length=64, blank=True, default="")
+
+    # Lineage (S1). A top-level execution is its own root.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children",
+                               db_index=False)
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                             db_index=False)
+    spawned_by = models.ForeignKey("Step", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                   db_index=False)
+    spawn_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not a child
+    item_index = models.IntegerField(null=True, blank=True)
+    depth = models.PositiveSmallIntegerField(default=0)
+    chained_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="chained_to", db_index=False)
+
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # S2: the per-item key. Child creation is INSERT … ON CONFLICT DO NOTHING on it.
+            models.UniqueConstraint(fields=["parent", "spawn_vertex", "item_index"], name="execution_unique_child_key",
+                                    condition=Q(item_index__isnull=False)),
+            models.UniqueConstraint(fields=["workspace", "idempotency_key"], name="execution_unique_idempotency_key",
+                                    condition=Q(idempotency_key__isnull=False)),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "-created_at"], name="execution_ws_created"),
+            models.Index(fields=["workspace", "status", "-created_at"], name="execution_ws_status"),
+            models.Index(fields=["workflow", "-created_at"], name="execution_workflow"),
+            models.Index(fields=["parent", "status"], name="execution_parent_status"),
+            models.Index(fields=["root"], name="execution_root"),
+            models.Index(fields=["version"], name="execution_version"),
+            models.Index(fields=["chained_from"], name="execution_chained_from",
+                         condition=Q(chained_from__isnull=False)),
+        ]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def child_key(self) -> str | None:
+        if self.item_index is None:
+            return None
+        return f"{self.parent_id}:{self.spawn_vertex}:{self.item_index}"
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class Destination(models.Model):
+    """An external system steps call (S11). Its concurrency limit applies to every step of
+    every execution that calls it, across all workers."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="destinations")
+    name = models.CharField(max_length=100)
+    base_url = models.URLField(max_length=500)
+    timeout_seconds = models.FloatField(default=10.0)
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: unlimited.")
+    rate_per_second = models.FloatField(null=True, blank=True, help_text="Empty: no request-rate limit.")
+    # Token bucket for rate_per_second, refilled from database time when slots are claimed.
+    rate_tokens = models.FloatField(default=0.0)
+    rate_updated_at = models.DateTimeField(db_default=Now())
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="destination_unique_name"),
+            models.CheckConstraint(condition=Q(timeout_seconds__gt=0), name="destination_timeout_positive"),
+            models.CheckConstraint(condition=Q(rate_per_second__isnull=True) | Q(rate_per_second__gt=0),
+                                   name="destination_rate_positive"),
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Step(models.Model):
+    """One vertex of one execution. At most one step per (execution, vertex): the DSL is
+    acyclic, loops are CHAINs."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="steps", db_index=False)
+    vertex = models.CharField(max_length=64)
+    prev_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: the start vertex
+    status = models.CharField(max_length=16, choices=StepStatus.choices, db_default=StepStatus.READY)
+    attempt = models.PositiveIntegerField(default=1)
+    max_attempts = models.PositiveIntegerField(default=1)
+    due_at = models.DateTimeField(db_default=Now())
+    wait_reason = models.CharField(max_length=300, blank=True, default="")
+    destination = models.ForeignKey(Destination, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                    db_index=False)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_expiries = models.PositiveIntegerField(default=0)
+    # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
+    state = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "vertex"], name="step_unique_vertex"),
+        ]
+        indexes = [
+            # The claim predicates (leases.py), one per kind of claim.
+            models.Index(fields=["due_at"], name="step_claim_free",
+                         condition=Q(status="READY", destination__isnull=True)),
+            models.Index(fields=["destination", "due_at"], name="step_claim_destination",
+                         condition=Q(status="READY", destination__isnull=False)),
+            # The reaper, and in-flight counts per destination (slots).
+            models.Index(fields=["lease_expires_at"], name="step_running_lease", condition=Q(status="RUNNING")),
+            models.Index(fields=["destination"], name="step_running_destination",
+                         condition=Q(status="RUNNING", destination__isnull=False)),
+            models.Index(fields=["destination"], name="step_destination", condition=Q(destination__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}/{self.vertex}"
+
+
+class Event(models.Model):
+    """Append-only history of every status transition (and a few notes). A database
+    trigger refuses UPDATE."""
+
+    # No FK constraints here: events are written only by state.py's statements, which select
+    # the rows they describe, and a constraint check per event costs the hot path dearly.
+    execution = models.ForeignKey(Execution, on_delete=models.DO_NOTHING, related_name="events", db_index=False,
+                                  db_constraint=False)
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="events",
+                             db_index=False, db_constraint=False)
+    vertex = models.CharField(max_length=64, blank=True, default="")
+    from_status = models.CharField(max_length=16, blank=True, default="")
+    to_status = models.CharField(max_length=16, blank=True, default="")
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["execution", "id"], name="event_execution")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} {self.vertex} {self.from_status}->{self.to_status}"
+
+
+class Payload(models.Model):
+    """The payload store: an execution's input (name ``input``) and step outputs (name =
+    vertex id). Live bytes are summed into PayloadUsage by a statement-level trigger."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="payloads", db_index=False)
+    name = models.CharField(max_length=64)
+    data = models.JSONField(null=True)
+    size_bytes = models.PositiveIntegerField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["execution", "name"], name="payload_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}/{self.name} ({self.size_bytes:,} bytes)"
+
+
+class PayloadUsage(models.Model):
+    """Live payload bytes, sharded by backend so concurrent writers rarely share a row;
+    the store's size is the sum of the shards. Maintained by triggers only."""
+
+    shard = models.SmallIntegerField(primary_key=True)
+    bytes = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"shard {self.shard}: {self.bytes:,} bytes"
+
+
+class FanOut(models.Model):
+    """One SPAWNER step's children: the plan, the spawn cursor, terminal counts and the
+    MERGE rule's inputs. Counts move in the same transaction as the children's statuses
+    (state.py), so a MERGE is evaluated in O(1), not O(N)."""
+
+    step = models.OneToOneField(Step, primary_key=True, on_delete=models.PROTECT, related_name="fanout")
+    execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="fanouts")
+    spawner_vertex = models.CharField(max_length=64)
+    merge_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no MERGE joins it
+    target_version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="+")
+    total = models.PositiveIntegerField()
+    cursor = models.PositiveIntegerField(default=0, help_text="Next item index to spawn (S3).")
+    created = models.PositiveIntegerField(default=0)
+    spawn_complete = models.BooleanField(default=False)
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    tolerates_failed = models.BooleanField(default=False)
+    tolerates_cancelled = models.BooleanField(default=False)
+    max_failure_ratio = models.FloatField(default=1.0)
+    allowed_failures = models.PositiveIntegerField(default=0)
+    fail_fast = models.BooleanField(default=False)
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"fan-out {self.spawner_vertex} of {self.execution_id}"
+
+    @property
+    def tolerated_failures(self) -> int:
+        return (self.failed if self.tolerates_failed else 0) + (self.cancelled if self.tolerates_cancelled else 0)
+
+    @property
+    def intolerable_failures(self) -> int:
+        return self.failed + self.cancelled - self.tolerated_failures
+
+    @property
+    def exceeded(self) -> bool:
+        return self.intolerable_failures > 0 or self.tolerated_failures > self.allowed_failures
+
+    @property
+    def finished(self) -> bool:
+        return self.spawn_complete and self.succeeded + self.failed + self.cancelled >= self.total
+
+    @property
+    def decided(self) -> bool:
+        return self.finished or (self.fail_fast and self.exceeded)
+
+
+class QuotaUsage(models.Model):
+    """Executions started per workspace per UTC day (S6). Reserved with one guarded UPDATE."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    day = models.DateField()
+    used = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "day"], name="quota_unique_day")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id} {self.day}: {self.used:,}"
+
+
+class DrainKick(models.Model):
+    """A single row throttling how often new drain tasks are enqueued (worker.py)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    last_enqueued_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"drain kick (last {self.last_enqueued_at})"
+
+
+class DestinationCall(models.Model):
+    """One outbound call to a destination: the Rate Limits page's error rate and latency."""
+
+    destination = models.ForeignKey(Destination, on_delete=models.CASCADE, related_name="calls", db_index=False)
+    step_id = models.BigIntegerField(null=True)
+    status_code = models.PositiveSmallIntegerField(null=True)
+    ok = models.BooleanField()
+    latency_ms = models.FloatField()
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["destination", "-created_at"], name="call_destination_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.destination_id} {self.status_code} {self.latency_ms:.0f} ms"
+
+
+# --- the built-in demo ledger (make run) ---------------------------------------------------------
+
+class DemoLedgerEntry(models.Model):
+    """An entry written to the demo ledger destination; the Idempotency-Key makes a
+    re-delivered write a no-op, as a real destination should."""
+
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    entry = models.JSONField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return self.idempotency_key
+
+
+class DemoSwitch(models.Model):
+    """Operator switches of the demo (e.g. whether the demo ledger is healthy)."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    on = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.name}={'on' if self.on else 'off'}"

@@ -1,0 +1,112 @@
+"""The payload store (S7): execution inputs (name ``input``) and step outputs (name = the
+vertex id), with live-byte accounting kept by database triggers (migration 0002) and a
+capacity with a high-water mark that fan-outs respect."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+INPUT = "input"
+
+INSERT = """
+    INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
+    SELECT unnest(%(executions)s::uuid[]), unnest(%(names)s::varchar[]), unnest(%(data)s::text[])::jsonb,
+           unnest(%(sizes)s::int[]), now()
+    ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
+"""
+
+LOAD = """
+    SELECT p.execution_id, p.name, p.data
+    FROM executions_payload p
+    JOIN unnest(%(executions)s::uuid[], %(names)s::varchar[]) AS w(execution_id, name)
+      ON p.execution_id = w.execution_id AND p.name = w.name
+"""
+
+USAGE = "SELECT coalesce(sum(bytes), 0) FROM executions_payloadusage"
+
+# Payloads of executions whose whole tree (the root) finished before the cutoff.
+RETENTION = """
+    WITH old AS (
+        SELECT e.id FROM executions_execution e
+        JOIN executions_execution r ON r.id = e.root_id
+        WHERE r.finished_at < now() - make_interval(secs => %(age)s)
+          AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+        LIMIT %(limit)s
+    )
+    DELETE FROM executions_payload p USING old WHERE p.execution_id = old.id
+"""
+
+
+class PayloadError(ValueError):
+    pass
+
+
+def encode(value: Any) -> str:
+    """The stored JSON text of a value; raises PayloadError if it is not JSON."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise PayloadError(f"not JSON-serialisable: {error}") from error
+
+
+def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:
+    """Store ``(execution_id, name, json_text)`` entries in one statement."""
+    if not entries:
+        return
+    cursor.execute(INSERT, {
+        "executions": [entry[0] for entry in entries],
+        "names": [entry[1] for entry in entries],
+        "data": [entry[2] for entry in entries],
+        "sizes": [len(entry[2].encode()) for entry in entries],
+    })
+
+
+def decode(value: Any) -> Any:
+    """A jsonb column read through Django's connection arrives as its JSON text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def load(cursor: Any, wanted: Iterable[tuple[Any, str]]) -> dict[tuple[Any, str], Any]:
+    """Payload values for ``(execution_id, name)`` pairs; missing pairs are absent."""
+    pairs = list(dict.fromkeys(wanted))
+    if not pairs:
+        return {}
+    cursor.execute(LOAD, {"executions": [p[0] for p in pairs], "names": [p[1] for p in pairs]})
+    return {(row[0], row[1]): decode(row[2]) for row in cursor.fetchall()}
+
+
+@dataclass(frozen=True)
+class Pressure:
+    used_bytes: int
+    capacity_bytes: int
+    high_water: float
+
+    @property
+    def ratio(self) -> float:
+        return self.used_bytes / self.capacity_bytes if self.capacity_bytes else 1.0
+
+    @property
+    def above_high_water(self) -> bool:
+        return self.ratio > self.high_water
+
+    def describe(self) -> str:
+        return (f"payload store at {self.ratio:.0%} of capacity "
+                f"({self.used_bytes:,} of {self.capacity_bytes:,} bytes; high-water mark {self.high_water:.0%})")
+
+
+def pressure(cursor: Any) -> Pressure:
+    cursor.execute(USAGE)
+    used = int(cursor.fetchone()[0])
+    return Pressure(used, int(settings.SB["PAYLOAD_CAPACITY_BYTES"]), float(settings.SB["PAYLOAD_HIGH_WATER"]))
+
+
+def apply_retention(cursor: Any, *, age_seconds: float | None = None, limit: int = 5000) -> int:
+    """Delete payloads of finished trees older than the retention age; returns rows deleted."""
+    age = settings.SB["PAYLOAD_RETENTION_SECONDS"] if age_seconds is None else age_seconds
+    cursor.execute(RETENTION, {"age": float(age), "limit": limit})
+    return int(cursor.rowcount)

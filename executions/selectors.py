@@ -1,0 +1,183 @@
+"""Reads for executions: lineage, steps, fan-out progress, children, long-tail latency.
+
+Everything here is indexed and bounded: counts come from FanOut counters and a grouped
+count over the (parent, status) index, children are paginated, percentiles are computed in
+PostgreSQL — a 100,000-child execution costs the same few queries as a small one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import F
+
+from executions import fanout as fanout_module
+from executions import payloads
+from executions.models import Event, Execution, FanOut, Step
+
+
+@dataclass
+class FanOutView:
+    spawner_vertex: str
+    merge_vertex: str | None
+    total: int
+    created: int
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    never_started: int
+    spawn_complete: bool
+    explanation: str
+    fail_fast: bool
+    allowed_failures: int
+    max_failure_ratio: float
+    tolerated: list[str]
+
+    @property
+    def finished(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.finished / self.total if self.total else 100.0
+
+    def counts(self) -> dict[str, int]:
+        return {"PENDING": self.pending, "RUNNING": self.running, "SUCCEEDED": self.succeeded,
+                "FAILED": self.failed, "CANCELLED": self.cancelled, "NEVER_STARTED": self.never_started}
+
+
+ACTIVE_CHILDREN = """
+    SELECT spawned_by_id, status, count(*) FROM executions_execution
+    WHERE parent_id = %(parent)s AND status IN ('PENDING', 'RUNNING')
+    GROUP BY spawned_by_id, status
+"""
+
+
+def fanouts(execution: Execution) -> list[FanOutView]:
+    rows = list(FanOut.objects.filter(execution=execution).order_by("created_at"))
+    if not rows:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(ACTIVE_CHILDREN, {"parent": execution.pk})
+        active = {(step_id, status): n for step_id, status, n in cursor.fetchall()}
+    views = []
+    for f in rows:
+        data = {field.attname: getattr(f, field.attname) for field in f._meta.concrete_fields}
+        views.append(FanOutView(
+            spawner_vertex=f.spawner_vertex, merge_vertex=f.merge_vertex, total=f.total, created=f.created,
+            pending=active.get((f.step_id, "PENDING"), 0), running=active.get((f.step_id, "RUNNING"), 0),
+            succeeded=f.succeeded, failed=f.failed, cancelled=f.cancelled, never_started=f.total - f.created,
+            spawn_complete=f.spawn_complete, explanation=fanout_module.explain(data), fail_fast=f.fail_fast,
+            allowed_failures=f.allowed_failures, max_failure_ratio=f.max_failure_ratio,
+            tolerated=[s for s, on in (("FAILED", f.tolerates_failed), ("CANCELLED", f.tolerates_cancelled)) if on],
+        ))
+    return views
+
+
+def progress_line(execution: Execution) -> str:
+    """One line for a terminal: status, current steps, fan-out progress."""
+    steps = Step.objects.filter(execution=execution).exclude(status__in=["SUCCEEDED"]).order_by("id")
+    parts = [f"{execution.status}"]
+    for step in steps:
+        extra = f" ({step.wait_reason})" if step.wait_reason else ""
+        parts.append(f"{step.vertex}:{step.status}{extra}")
+    for view in fanouts(execution):
+        parts.append(f"{view.spawner_vertex}: {view.finished:,}/{view.total:,} done "
+                     f"({view.succeeded:,} ok, {view.failed:,} failed)")
+    return " | ".join(parts)
+
+
+def lineage(execution: Execution) -> list[Execution]:
+    """Ancestors from the root down to the parent."""
+    chain = []
+    current = execution.parent
+    while current is not None:
+        chain.append(current)
+        current = current.parent
+    return list(reversed(chain))
+
+
+def steps(execution: Execution) -> list[Step]:
+    return list(Step.objects.filter(execution=execution).select_related("destination").order_by("id"))
+
+
+def events(execution: Execution, *, after_id: int = 0, limit: int = 200) -> list[Event]:
+    return list(Event.objects.filter(execution_id=execution.pk, id__gt=after_id).order_by("id")[:limit])
+
+
+def output_of(execution: Execution) -> Any:
+    if not execution.output_vertex:
+        return None
+    with connection.cursor() as cursor:
+        found = payloads.load(cursor, [(execution.pk, execution.output_vertex)])
+    return found.get((execution.pk, execution.output_vertex))
+
+
+def input_of(execution: Execution) -> Any:
+    with connection.cursor() as cursor:
+        found = payloads.load(cursor, [(execution.pk, payloads.INPUT)])
+    return found.get((execution.pk, payloads.INPUT))
+
+
+PAYLOAD_SIZES = """
+    SELECT name, size_bytes FROM executions_payload WHERE execution_id = %(execution)s AND name = ANY(%(names)s)
+"""
+
+
+def payload_sizes(execution: Execution) -> dict[str, int]:
+    names = [payloads.INPUT] + ([execution.output_vertex] if execution.output_vertex else [])
+    with connection.cursor() as cursor:
+        cursor.execute(PAYLOAD_SIZES, {"execution": execution.pk, "names": names})
+        return dict(cursor.fetchall())
+
+
+LATENCY = """
+    SELECT count(*),
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY d), percentile_cont(0.95) WITHIN GROUP (ORDER BY d),
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY d), max(d)
+    FROM (SELECT extract(epoch FROM finished_at - started_at) AS d FROM executions_execution
+          WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL) x
+"""
+
+HISTOGRAM = """
+    SELECT width_bucket(d, 0, %(top)s, %(buckets)s) AS bucket, count(*)
+    FROM (SELECT extract(epoch FROM finished_at - started_at) AS d FROM executions_execution
+          WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL) x
+    GROUP BY 1 ORDER BY 1
+"""
+
+
+@dataclass
+class LongTail:
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+    buckets: list[tuple[float, float, int]]  # (from seconds, to seconds, children)
+    slowest: list[Execution]
+
+
+def long_tail(parent: Execution, *, buckets: int = 20) -> LongTail:
+    with connection.cursor() as cursor:
+        cursor.execute(LATENCY, {"parent": parent.pk})
+        count, p50, p95, p99, top = cursor.fetchone()
+        histogram: list[tuple[float, float, int]] = []
+        if count and top:
+            width = float(top) / buckets
+            cursor.execute(HISTOGRAM, {"parent": parent.pk, "top": float(top) * 1.000001, "buckets": buckets})
+            by_bucket = dict(cursor.fetchall())
+            histogram = [((b - 1) * width, b * width, int(by_bucket.get(b, 0))) for b in range(1, buckets + 1)]
+    slowest = list(
+        Execution.objects.filter(parent=parent, finished_at__isnull=False, started_at__isnull=False)
+        .annotate(took=F("finished_at") - F("started_at")).order_by("-took")[:10]
+    )
+    return LongTail(int(count or 0), _f(p50), _f(p95), _f(p99), _f(top), histogram, slowest)
+
+
+def _f(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,283 @@
+"""Writes: starting, cancelling and retrying executions (the UI, the API, commands and the
+CHAIN vertex all call these; none has powers the others lack).
+
+Each service is one transaction that follows the lock order in state.py, and raises a
+``ServiceError`` (mapped to a 4xx) for what makes no sense, leaving nothing half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+
+from executions import engine, kick, payloads, quotas, state
+from executions.errors import Conflict, Invalid, NotFound, QuotaExceededError
+from executions.models import Execution, ExecutionStatus, Step, StepStatus
+from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
+
+E, S = ExecutionStatus, StepStatus
+
+INSERT_EXECUTION = """
+    INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, idempotency_key,
+        request_hash, parent_id, root_id, depth, chained_from_id, created_by, created_at)
+    VALUES (%(id)s, %(workspace)s, %(workflow)s, %(version)s, 1, '', %(key)s, %(request_hash)s, NULL, %(id)s, 0,
+            %(chained_from)s, %(created_by)s, now())
+    ON CONFLICT (workspace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id
+"""
+
+
+@dataclass(frozen=True)
+class Started:
+    execution: Execution
+    created: bool
+
+
+def request_hash(workflow: str | None, version: str | None, data: Any) -> str:
+    """Fingerprint of a start request, to tell a retry from a different request reusing a key."""
+    body = payloads.encode({"workflow": workflow, "version": version, "input": data})
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def resolve_version(workspace_id: int, *, workflow: str | None = None, version: str | None = None,
+                    definition_id: int | None = None) -> WorkflowVersion:
+    """The version to run: an explicit hash (within the workflow, if named) or the current one."""
+    definitions = WorkflowDefinition.objects.filter(workspace_id=workspace_id)
+    if definition_id is not None:
+        definitions = definitions.filter(pk=definition_id)
+    elif workflow is not None:
+        definitions = definitions.filter(key=workflow)
+    if version is not None:
+        found = WorkflowVersion.objects.filter(definition__in=definitions, hash=version).order_by("id").first()
+        if found is None:
+            scope = f" of workflow '{workflow}'" if workflow else ""
+            raise NotFound(f"no version {version}{scope} in this workspace")
+        return found
+    definition = definitions.select_related("current_version").first() if (workflow or definition_id) else None
+    if definition is None:
+        raise NotFound(f"no workflow '{workflow}' in this workspace")
+    if definition.current_version is None:
+        raise Conflict(f"workflow '{definition.key}' has no published version")
+    return definition.current_version
+
+
+def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None = None,
+             version: str | None = None, definition_id: int | None = None, execution_id: uuid.UUID | None = None,
+             idempotency_key: str | None = None, request: str = "", chained_from: uuid.UUID | None = None,
+             created_by: str = "") -> tuple[uuid.UUID, bool]:
+    """Start an execution inside the caller's transaction; returns ``(id, created)`` — the
+    existing id for a repeated idempotency key. Reserves one execution of quota."""
+    target = resolve_version(workspace_id, workflow=workflow, version=version, definition_id=definition_id)
+    text = payloads.encode(input)
+    new_id = execution_id or uuid.uuid4()
+    cursor.execute(INSERT_EXECUTION, {
+        "id": new_id, "workspace": workspace_id, "workflow": target.definition_id, "version": target.pk,
+        "key": idempotency_key, "request_hash": request, "chained_from": chained_from, "created_by": created_by,
+    })
+    if cursor.fetchone() is None:
+        return _existing(workspace_id, idempotency_key, request), False
+    try:
+        quotas.reserve(cursor, workspace_id, 1)
+    except quotas.QuotaExceeded as error:
+        raise QuotaExceededError(str(error)) from error
+    payloads.put_many(cursor, [(new_id, payloads.INPUT, text)])
+    loaded = engine.load_version(cursor, target.pk)
+    info = engine.ExecutionInfo(new_id, workspace_id, target.definition_id, target.pk, None, new_id, 0, None, None)
+    engine.create_steps(cursor, [(info, loaded.workflow.vertices[loaded.workflow.start], None)])
+    return new_id, True
+
+
+def _existing(workspace_id: int, key: str | None, request: str) -> uuid.UUID:
+    existing = Execution.objects.filter(workspace_id=workspace_id, idempotency_key=key).only("id", "request_hash").get()
+    if request and existing.request_hash != request:
+        raise Conflict(f"idempotency key '{key}' was already used for a different request "
+                       f"(execution {existing.id})")
+    return existing.id
+
+
+def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = None,
+                    version: str | None = None, idempotency_key: str | None = None,
+                    created_by: str = "") -> Started:
+    """Start an execution of ``workflow`` (its current version) or of version ``version``."""
+    if workflow is None and version is None:
+        raise Invalid("give a workflow key or a version hash")
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 255:
+        raise Invalid("an idempotency key is 1 to 255 characters")
+    try:
+        fingerprint = request_hash(workflow, version, input)
+    except payloads.PayloadError as error:
+        raise Invalid(f"input is {error}") from error
+    with transaction.atomic(), connection.cursor() as cursor:
+        execution_id, created = start_in(cursor, workspace_id=workspace.pk, input=input, workflow=workflow,
+                                         version=version, idempotency_key=idempotency_key, request=fingerprint,
+                                         created_by=created_by)
+    return Started(Execution.objects.select_related("version", "workflow").get(pk=execution_id), created)
+
+
+# --- cancel -------------------------------------------------------------------------------------
+
+DESCENDANTS = """
+    WITH RECURSIVE d AS (
+        SELECT id FROM executions_execution WHERE parent_id = %(root)s
+        UNION ALL
+        SELECT e.id FROM executions_execution e JOIN d ON e.parent_id = d.id
+    )
+    SELECT id FROM d
+"""
+
+OPEN_STEPS_OF = """
+    SELECT s.id FROM executions_step s
+    WHERE s.execution_id = ANY(%(executions)s) AND s.status IN ('READY', 'RUNNING', 'WAITING')
+"""
+
+
+def cancel_execution(execution: Execution, *, actor: str = "") -> int:
+    """Cancel an execution and every non-terminal descendant (chained executions are
+    independent and keep running). Returns how many executions were cancelled."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        current = Execution.objects.get(pk=execution.pk)
+        if current.is_terminal:
+            raise Conflict(f"execution is already {current.status}")
+        cursor.execute(DESCENDANTS, {"root": execution.pk})
+        descendants = [row[0] for row in cursor.fetchall()]
+        message = f"cancelled by {actor}" if actor else "cancelled"
+        # Children before parents (the lock order): their steps, then them, then ours.
+        cancelled = 0
+        if descendants:
+            state.move_steps(cursor, S.CANCELLED, state.Source(OPEN_STEPS_OF, {"executions": descendants}),
+                             message=f"{message} (cascade)")
+            cancelled += len(state.move_executions(cursor, E.CANCELLED, state.ids(descendants, "uuid"),
+                                                   message=f"{message} (cascade from {execution.pk})"))
+        state.move_steps(cursor, S.CANCELLED, state.Source(OPEN_STEPS_OF, {"executions": [execution.pk]}),
+                         message=message)
+        moved = state.move_executions(cursor, E.CANCELLED, state.ids([execution.pk], "uuid"), message=message)
+        if not moved:
+            raise Conflict("execution finished while it was being cancelled")
+        return cancelled + 1
+
+
+# --- retry --------------------------------------------------------------------------------------
+
+# Failed children of a parent with their failed step, and the retry budget of that step's vertex.
+FAILED_CHILD_STEPS = """
+    SELECT s.id, s.attempt + coalesce(b.budget, 1) AS new_max, c.id AS child_id
+    FROM executions_execution c
+    JOIN executions_step s ON s.execution_id = c.id AND s.status = 'FAILED'
+    LEFT JOIN unnest(%(versions)s::bigint[], %(vertices)s::varchar[], %(budgets)s::int[])
+         AS b(version_id, vertex, budget)
+      ON b.version_id = c.version_id AND b.vertex = s.vertex
+    WHERE c.parent_id = %(parent)s AND c.status = 'FAILED' {spawner}
+"""
+
+
+def _budgets(cursor: Any, version_ids: list[int]) -> tuple[list[int], list[str], list[int]]:
+    versions, vertices_, budgets = [], [], []
+    for vid, loaded in engine.load_versions(cursor, version_ids).items():
+        for vertex in loaded.workflow.vertices.values():
+            versions.append(vid)
+            vertices_.append(vertex.id)
+            budgets.append(engine.max_attempts(vertex))
+    return versions, vertices_, budgets
+
+
+def _check_retryable(execution: Execution) -> None:
+    if execution.status != E.FAILED:
+        raise Conflict(f"only a FAILED execution can be retried; this one is {execution.status}")
+    parent = execution.parent
+    while parent is not None:
+        if parent.status == E.CANCELLED:
+            raise Conflict(f"its ancestor {parent.pk} was cancelled; retrying a child of a cancelled parent "
+                           "would run work nobody waits for")
+        parent = parent.parent
+
+
+def retry_execution(execution: Execution, *, actor: str = "") -> Step:
+    """Retry a failed execution (a child or a top-level one): same id, same key, a new
+    attempt of the step it failed on. A parent whose merge failed on it re-opens (redrive)."""
+    execution = Execution.objects.select_related("parent").get(pk=execution.pk)
+    _check_retryable(execution)
+    step = Step.objects.filter(execution=execution, status=S.FAILED).order_by("-finished_at", "-id").first()
+    if step is None:
+        raise Conflict("this execution failed on a FAIL vertex by design; retrying would fail again")
+    return _retry_steps(execution, [step], actor)[0]
+
+
+def retry_step(execution: Execution, vertex: str, *, actor: str = "") -> Step:
+    """Retry one failed step (e.g. a spawner that failed: it re-links existing children and
+    creates only never-started ones)."""
+    execution = Execution.objects.select_related("parent").get(pk=execution.pk)
+    step = Step.objects.filter(execution=execution, vertex=vertex).first()
+    if step is None:
+        raise NotFound(f"execution has no step '{vertex}'")
+    if step.status != S.FAILED:
+        raise Conflict(f"step '{vertex}' is {step.status}; only a FAILED step can be retried")
+    _check_retryable(execution)
+    return _retry_steps(execution, [step], actor)[0]
+
+
+def _retry_steps(execution: Execution, steps: list[Step], actor: str) -> list[Step]:
+    message = f"retried by {actor}" if actor else "retried"
+    with transaction.atomic(), connection.cursor() as cursor:
+        workflow = engine.load_version(cursor, execution.version_id).workflow
+        budget = engine.max_attempts(workflow.vertices[steps[0].vertex])
+        moved = state.move_steps(cursor, S.READY, state.ids([s.pk for s in steps]), from_=[S.FAILED], sets={
+            "attempt": "s.attempt + 1", "max_attempts": f"s.attempt + {int(budget)}", "due_at": "now()",
+            "wait_reason": "''", "error": "''"}, message=message)
+        if not moved:
+            raise Conflict("the step is no longer FAILED")
+        moved_execution = state.move_executions(cursor, E.PENDING, state.ids([execution.pk], "uuid"),
+                                                from_=[E.FAILED], sets={"attempt": "s.attempt + 1", "error": "''"},
+                                                message=message)
+        if not moved_execution:
+            raise Conflict("the execution is no longer FAILED")
+        kick.work_created(cursor)
+    return list(Step.objects.filter(pk__in=[s.pk for s in steps]))
+
+
+def retry_failed_children(parent: Execution, *, spawner: str | None = None, actor: str = "") -> int:
+    """Retry every FAILED child of ``parent`` (of one spawner, if given) in one transaction;
+    returns how many. Children that failed on a FAIL vertex are not retried."""
+    parent = Execution.objects.select_related("parent").get(pk=parent.pk)
+    if parent.status == E.CANCELLED:
+        raise Conflict("the execution was cancelled; its children cannot be retried")
+    ancestor = parent.parent
+    while ancestor is not None:
+        if ancestor.status == E.CANCELLED:
+            raise Conflict(f"its ancestor {ancestor.pk} was cancelled")
+        ancestor = ancestor.parent
+    message = f"retried by {actor} (retry all failed)" if actor else "retried (retry all failed)"
+    with transaction.atomic(), connection.cursor() as cursor:
+        version_ids = list(Execution.objects.filter(parent=parent, status=E.FAILED)
+                           .values_list("version_id", flat=True).distinct())
+        if not version_ids:
+            return 0
+        versions, vertices_, budgets = _budgets(cursor, version_ids)
+        source = state.Source(
+            FAILED_CHILD_STEPS.format(spawner="AND c.spawn_vertex = %(spawner)s" if spawner else ""),
+            {"parent": parent.pk, "spawner": spawner, "versions": versions, "vertices": vertices_,
+             "budgets": budgets},
+            ("new_max", "child_id"),
+        )
+        moved = state.move_steps(cursor, S.READY, source, from_=[S.FAILED], sets={
+            "attempt": "s.attempt + 1", "max_attempts": "src.new_max", "due_at": "now()",
+            "wait_reason": "''", "error": "''"}, message=message)
+        if not moved:
+            return 0
+        children = state.move_executions(cursor, E.PENDING, state.ids({row["execution_id"] for row in moved}, "uuid"),
+                                         from_=[E.FAILED], sets={"attempt": "s.attempt + 1", "error": "''"},
+                                         message=message)
+        kick.work_created(cursor)
+        return len(children)
+
+
+def get_execution(workspace: Workspace, execution_id: Any) -> Execution:
+    try:
+        return Execution.objects.select_related("version", "workflow", "parent").get(
+            pk=execution_id, workspace=workspace)
+    except (Execution.DoesNotExist, ValueError) as error:
+        raise NotFound(f"no execution {execution_id}") from error
+

@@ -1,0 +1,319 @@
+"""The worker: django-q2 task functions that drain ready steps in batches.
+
+``drain`` is the only task that runs steps. It takes a drain slot (a session advisory lock,
+released by PostgreSQL if the process dies), then loops: claim a batch, run the steps on a
+thread pool (handlers are mostly I/O bound; no lock is held while they run), commit the
+finished ones in one fenced transaction, renew the leases of the ones still running, time
+out the ones past ``timeoutSeconds``, reap expired leases now and then. When idle it waits
+on ``LISTEN sb_work`` until new work is announced or the next due time arrives — a due time
+in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS`` with
+nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
+django-q2's timeout).
+
+``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, and
+make sure a drain runs when work is due. Cluster start-up (``post_spawn``) kicks too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
+
+from executions import engine, kick, leases, payloads
+from executions.engine import LeaseLost, StepRun
+from executions.outcomes import Outcome, failed
+from workflows.dsl import ast
+
+log = logging.getLogger(__name__)
+
+NEXT_DUE = """
+    SELECT extract(epoch FROM min(due_at) - now()) FROM executions_step WHERE status = 'READY'
+"""
+WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY')"
+
+REAP_EVERY = 5.0  # seconds between reaper runs inside a live drain
+CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
+
+
+@dataclass
+class InFlight:
+    run: StepRun
+    started: float = 0.0  # monotonic time the handler started (0: still queued)
+    deadline: float | None = None
+    results: list[Outcome] = field(default_factory=list)
+
+
+class InlineExecutor:
+    """A ThreadPoolExecutor look-alike that runs each call at once on the caller's thread."""
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as error:
+            future.set_exception(error)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        return None
+
+
+class Drain:
+    """One drain: a claim/run/commit loop over a thread pool (see the module doc)."""
+
+    def __init__(self, *, max_seconds: float | None = None, idle_seconds: float | None = None,
+                 threads: int | None = None, batch: int | None = None, linger: bool = True) -> None:
+        conf = settings.SB
+        self.max_seconds = conf["DRAIN_MAX_SECONDS"] if max_seconds is None else max_seconds
+        self.idle_seconds = conf["DRAIN_IDLE_SECONDS"] if idle_seconds is None else idle_seconds
+        self.batch = int(conf["CLAIM_BATCH"] if batch is None else batch)
+        threads = int(conf["STEP_THREADS"] if threads is None else threads)
+        # threads=0 runs steps inline on the calling thread (tests, single-step debugging).
+        self.pool: ThreadPoolExecutor | InlineExecutor = (
+            ThreadPoolExecutor(threads, thread_name_prefix="sb-step") if threads > 0 else InlineExecutor()
+        )
+        self.in_flight: dict[Future[Outcome], InFlight] = {}
+        self.listener: psycopg.Connection[Any] | None = None
+        self.last_heartbeat = self.last_reap = self.next_claim_at = 0.0
+        self.steps_done = 0
+        # linger=False: stop as soon as nothing is claimable now (tests; never waits on timers).
+        self.linger = linger
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> int:
+        """Drain until idle or out of time; returns the number of steps finished."""
+        started = time.monotonic()
+        idle_since: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                out_of_time = now - started > self.max_seconds
+                claimed = 0
+                if not out_of_time and now >= self.next_claim_at:
+                    claimed = self._claim_and_submit()
+                    self.next_claim_at = 0.0 if claimed else now + CLAIM_RETRY
+                committed = self._collect(block=not claimed)
+                if committed:
+                    self.next_claim_at = 0.0  # our commit may have made new steps ready
+                self._housekeeping()
+                if claimed or committed or self.in_flight:
+                    idle_since = None
+                    continue
+                if out_of_time or not self.linger:
+                    break
+                idle_since = idle_since or now
+                if not self._idle_wait(idle_since):
+                    break
+                self.next_claim_at = 0.0
+        finally:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self._close_listener()
+        return self.steps_done
+
+    def _claim_and_submit(self) -> int:
+        room = self.batch - len(self.in_flight)
+        if room < max(1, self.batch // 4):
+            return 0
+        with transaction.atomic(), connection.cursor() as cursor:
+            claimed = leases.claim(cursor, room)
+            runs = engine.load_runs(cursor, claimed)
+        for run in runs:
+            entry = InFlight(run)
+            future = self.pool.submit(self._execute, entry)
+            self.in_flight[future] = entry
+        return len(runs)
+
+    def _execute(self, entry: InFlight) -> Outcome:
+        entry.started = time.monotonic()
+        vertex = entry.run.vertex
+        if isinstance(vertex, ast.WorkVertex):
+            entry.deadline = entry.started + vertex.timeout_seconds
+        try:
+            return engine.execute(entry.run)
+        finally:
+            if not isinstance(self.pool, InlineExecutor):
+                # Vertices that use the database do so on this thread's own connection.
+                close_old_connections()
+
+    def _collect(self, *, block: bool) -> int:
+        """Commit every finished step (one transaction); returns how many were committed."""
+        if not self.in_flight:
+            return 0
+        timeout = 0.05 if block else 0.0
+        done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+        results: list[tuple[StepRun, Outcome]] = []
+        for future in done:
+            entry = self.in_flight.pop(future)
+            try:
+                results.append((entry.run, future.result()))
+            except LeaseLost as error:
+                log.warning("%s; its result is discarded", error)
+        results += self._expire_timeouts()
+        if results:
+            self._commit(results)
+        return len(results)
+
+    def _expire_timeouts(self) -> list[tuple[StepRun, Outcome]]:
+        now = time.monotonic()
+        expired = [(future, entry) for future, entry in self.in_flight.items()
+                   if entry.deadline is not None and now > entry.deadline]
+        results = []
+        for future, entry in expired:
+            del self.in_flight[future]  # the thread runs on; its late result is dropped
+            seconds = now - entry.started
+            results.append((entry.run, failed(f"timed out after {seconds:.1f}s (timeoutSeconds "
+                                              f"{entry.run.vertex.timeout_seconds:g})")))  # type: ignore[attr-defined]
+        return results
+
+    def _commit(self, results: list[tuple[StepRun, Outcome]]) -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            engine.commit(cursor, results)
+        self.steps_done += len(results)
+
+    def _housekeeping(self) -> None:
+        now = time.monotonic()
+        if self.in_flight and now - self.last_heartbeat > leases.lease_seconds() / 3:
+            self.last_heartbeat = now
+            running = [e.run.claimed.lease for e in self.in_flight.values()]
+            with connection.cursor() as cursor:
+                kept = leases.heartbeat(cursor, running)
+            for future, entry in list(self.in_flight.items()):
+                if entry.run.step_id not in kept:
+                    log.warning("lease of step %s was lost while it ran", entry.run.step_id)
+                    del self.in_flight[future]
+        if now - self.last_reap > REAP_EVERY:
+            self.last_reap = now
+            engine.reap()
+
+    # -- idling -------------------------------------------------------------------------------
+    def _idle_wait(self, idle_since: float) -> bool:
+        """Wait for work: until a NOTIFY or the next due time (capped so reaping goes on).
+        Returns False when the drain should end: idle too long with nothing scheduled."""
+        with connection.cursor() as cursor:
+            cursor.execute(NEXT_DUE)
+            next_due = cursor.fetchone()[0]
+        if next_due is None:
+            idle_left = self.idle_seconds - (time.monotonic() - idle_since)
+            if idle_left <= 0:
+                return False
+            self._listen(min(idle_left, REAP_EVERY))
+        else:
+            # Due work we could not claim (its destination is saturated, or another worker
+            # holds it) is retried shortly; a future timer is waited for exactly.
+            self._listen(min(max(float(next_due), CLAIM_RETRY), REAP_EVERY))
+        return True
+
+    def _listen(self, timeout: float) -> None:
+        if self.listener is None:
+            self.listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+            self.listener.execute(f"LISTEN {kick.CHANNEL}")
+        for _ in self.listener.notifies(timeout=timeout, stop_after=1):
+            break
+
+    def _close_listener(self) -> None:
+        if self.listener is not None:
+            try:
+                self.listener.close()
+            finally:
+                self.listener = None
+
+
+# --- slots --------------------------------------------------------------------------------------
+
+TRY_SLOT = "SELECT pg_try_advisory_lock(%(class)s, %(slot)s)"
+RELEASE_SLOT = "SELECT pg_advisory_unlock(%(class)s, %(slot)s)"
+
+
+def _take_slot() -> int | None:
+    with connection.cursor() as cursor:
+        for slot in range(int(settings.SB["DRAIN_SLOTS"])):
+            cursor.execute(TRY_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot})
+            if cursor.fetchone()[0]:
+                return slot
+    return None
+
+
+def _release_slot(slot: int) -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(RELEASE_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot})
+    except DatabaseError:
+        log.warning("could not release drain slot %s (the connection is gone, so is the lock)", slot)
+
+
+def work_pending() -> bool:
+    """Is any step READY, due now or later (a timer)? Then some drain should be alive."""
+    with connection.cursor() as cursor:
+        cursor.execute(WORK_PENDING)
+        return bool(cursor.fetchone()[0])
+
+
+# --- django-q2 task functions -----------------------------------------------------------------
+
+def drain() -> int:
+    """Task: drain ready steps while there is work (see the module doc)."""
+    close_old_connections()
+    try:
+        slot = _take_slot()
+    except (OperationalError, InterfaceError):
+        log.warning("database unavailable; this drain ends and a later kick or tick retries")
+        connection.close()
+        return 0
+    if slot is None:
+        return 0
+    done = 0
+    try:
+        done = _drain_resiliently()
+    finally:
+        _release_slot(slot)
+        # Hand over while work or timers remain, and close the race with kicks that found
+        # every slot taken just before we left.
+        try:
+            if work_pending():
+                kick.request_drain(force=True)
+        except DatabaseError:
+            log.warning("could not re-check for due work after the drain")
+    return done
+
+
+def _drain_resiliently() -> int:
+    """Run drains, riding out a database restart or a killed backend (reconnecting with
+    back-off) instead of leaving work to the next scheduled tick."""
+    done, backoff, give_up_at = 0, 0.5, time.monotonic() + 300.0
+    while time.monotonic() < give_up_at:
+        try:
+            done += Drain().run()
+            return done
+        except (OperationalError, InterfaceError) as error:
+            log.warning("database connection lost in a drain (%s); reconnecting in %.1fs", error, backoff)
+            connection.close()
+            time.sleep(backoff)  # reconnection back-off; durable waiting is never done this way
+            backoff = min(backoff * 2, 5.0)
+    return done
+
+
+def tick() -> dict[str, int]:
+    """Scheduled task: reap expired leases, apply payload retention, wake a drain if due."""
+    close_old_connections()
+    requeued, failed_steps = engine.reap()
+    with transaction.atomic(), connection.cursor() as cursor:
+        deleted = payloads.apply_retention(cursor)
+    if work_pending():
+        kick.request_drain(force=True)
+    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted}
+
+
+def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:
+    """django-q2 ``post_spawn``: a (re)started worker process asks for a drain."""
+    try:
+        close_old_connections()
+        kick.request_drain(force=True)
+    except Exception:
+        log.exception("could not kick a drain at worker start")

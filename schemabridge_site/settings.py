@@ -1,0 +1,203 @@
+"""Django settings, read from the environment.
+
+DATABASE_URL  PostgreSQL URL. Unset: the embedded server in ``.pgdata/`` is started.
+SECRET_KEY    required unless DEBUG is on.
+DEBUG         "1"/"true" to enable debug mode (off by default).
+ALLOWED_HOSTS comma-separated host names (default: localhost names).
+REDIS_URL     use Redis as django-q2's broker instead of the database.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip() else default
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return float(value) if value.strip() else default
+
+
+DEBUG = env_bool("DEBUG")
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+    SECRET_KEY = "insecure-local-development-key-only-used-with-DEBUG-on"  # noqa: S105
+
+ALLOWED_HOSTS = [
+    host.strip()
+    for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if host.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    origin.strip() for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "django_htmx",
+    "workflows",
+    "executions",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "schemabridge_site.urls"
+WSGI_APPLICATION = "schemabridge_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict[str, object]:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        config: dict[str, object] = dict(dj_database_url.parse(url))
+    else:
+        from schemabridge_site import embedded_db
+
+        config = embedded_db.ensure_running().settings()
+    if os.environ.get("SB_DB_NAME", "").strip():
+        # Lets a subprocess (a test's qcluster, a benchmark) use another database on the same server.
+        config["NAME"] = os.environ["SB_DB_NAME"].strip()
+    config["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60)
+    config["CONN_HEALTH_CHECKS"] = True
+    # Connections must fail fast when the server is gone, so workers reconnect instead of
+    # hanging on a dead socket.
+    config["OPTIONS"] = {**dict(config.get("OPTIONS") or {}), "connect_timeout": 10}
+    return config
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "static_collected"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "ui:execution-list"
+LOGOUT_REDIRECT_URL = "login"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SB_MAX_BODY_BYTES", 32 * 1024 * 1024)
+
+# --- django-q2: the worker runtime -------------------------------------------------------
+# One task drains a batch of ready steps; see executions/worker.py. The task timeout must be
+# shorter than `retry` (checked by `manage.py check`), otherwise a task still running would
+# be handed to a second worker.
+Q_CLUSTER: dict[str, object] = {
+    "name": "schemabridge",
+    "workers": env_int("SB_WORKERS", 2),
+    "timeout": env_int("SB_Q_TIMEOUT", 600),
+    "retry": env_int("SB_Q_RETRY", 660),
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": -1,
+    "queue_limit": 8,
+    "recycle": 1000,
+    "poll": 0.1,
+    "label": "Django Q2",
+}
+if os.environ.get("REDIS_URL", "").strip():
+    Q_CLUSTER["redis"] = os.environ["REDIS_URL"].strip()
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- SchemaBridge engine ----------------------------------------------------------------
+SB = {
+    # Steps claimed per round trip by a worker.
+    "CLAIM_BATCH": env_int("SB_CLAIM_BATCH", 256),
+    # Threads per worker process running claimed steps (handlers are mostly I/O bound).
+    "STEP_THREADS": env_int("SB_STEP_THREADS", 16),
+    # Lease on a claimed step; renewed while the step runs. A dead worker's step is
+    # re-claimed after this long.
+    "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
+    # Children created per INSERT statement by a spawner (S3).
+    "SPAWN_BATCH": env_int("SB_SPAWN_BATCH", 1000),
+    # Drains alive at once across the whole deployment.
+    "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 8),
+    # A drain hands over to a fresh task after this long (well under the q timeout).
+    "DRAIN_MAX_SECONDS": env_float("SB_DRAIN_MAX_SECONDS", 120.0),
+    # An idle drain with no due timers exits after this long.
+    "DRAIN_IDLE_SECONDS": env_float("SB_DRAIN_IDLE_SECONDS", 5.0),
+    # Payload store capacity and high-water mark (S7).
+    "PAYLOAD_CAPACITY_BYTES": env_int("SB_PAYLOAD_CAPACITY_BYTES", 2 * 1024**3),
+    "PAYLOAD_HIGH_WATER": env_float("SB_PAYLOAD_HIGH_WATER", 0.8),
+    "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
+    # Payloads of finished executions are deleted this long after their root finished.
+    "PAYLOAD_RETENTION_SECONDS": env_float("SB_PAYLOAD_RETENTION_SECONDS", 7 * 24 * 3600),
+    # Reserved workflow keys (S15): only verified system actors may publish/start them.
+    "RESERVED_KEY_PATTERNS": [
+        p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()
+    ],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "pgserver": {"level": "WARNING"},
+    },
+}

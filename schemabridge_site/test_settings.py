@@ -1,0 +1,11 @@
+"""Settings for the test suite: the real settings with a throwaway secret key."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-never-used-in-production")
+
+from schemabridge_site.settings import *  # noqa: F403
+
+# The suite must never wait on a lease from a killed test worker for long.
+SB["LEASE_SECONDS"] = float(os.environ.get("SB_LEASE_SECONDS", "30"))  # noqa: F405
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests only

@@ -1,0 +1,222 @@
+"""The typed workflow AST. Every optional field holds its value or its default, so the AST
+of a document written with defaults omitted equals the AST of the same document written
+with them explicit; ``to_dict`` gives the canonical (camelCase, all fields) form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+TERMINAL_FAILURE_STATUSES = ("CANCELLED", "FAILED")
+DEFAULT_TIMEOUT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Retry:
+    max_attempts: int = 3
+    backoff_seconds: float = 1.0
+    backoff_multiplier: float = 2.0
+    jitter: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "maxAttempts": self.max_attempts,
+            "backoffSeconds": self.backoff_seconds,
+            "backoffMultiplier": self.backoff_multiplier,
+            "jitter": self.jitter,
+        }
+
+    def delay(self, attempt: int, random_unit: float = 0.5) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (``random_unit`` in [0, 1))."""
+        base = self.backoff_seconds * self.backoff_multiplier ** max(attempt - 1, 0)
+        return max(0.0, base * (1 + self.jitter * (2 * random_unit - 1)))
+
+
+@dataclass(frozen=True)
+class Vertex:
+    id: str
+    next: str | None = None
+
+    type: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "next": self.next, **self._fields()}
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
+
+    def successors(self) -> list[str]:
+        return [self.next] if self.next else []
+
+
+@dataclass(frozen=True)
+class WorkVertex(Vertex):
+    """A vertex that does work and may be retried and timed out."""
+
+    retry: Retry = field(default_factory=Retry)
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "retry": self.retry.to_dict(), "timeoutSeconds": self.timeout_seconds}
+
+    @property
+    def destination_name(self) -> str | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Task(WorkVertex):
+    handler: str = ""
+    input: Any = "$.input"
+    destination: str | None = None
+    type: ClassVar[str] = "TASK"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"handler": self.handler, "input": self.input, "destination": self.destination}
+
+    @property
+    def destination_name(self) -> str | None:
+        return self.destination
+
+
+@dataclass(frozen=True)
+class Http(WorkVertex):
+    destination: str = ""
+    method: str = "POST"
+    path: str = "/"
+    body: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+    type: ClassVar[str] = "HTTP"
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "destination": self.destination,
+            "method": self.method,
+            "path": self.path,
+            "body": self.body,
+            "headers": dict(self.headers),
+        }
+
+    @property
+    def destination_name(self) -> str | None:
+        return self.destination
+
+
+@dataclass(frozen=True)
+class Spawner(WorkVertex):
+    items: str = ""
+    workflow: str | None = None
+    version: str | None = None
+    item_input: Any = "$.item"
+    type: ClassVar[str] = "SPAWNER"
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "workflow": self.workflow,
+            "version": self.version,
+            "itemInput": self.item_input,
+        }
+
+
+@dataclass(frozen=True)
+class Merge(Vertex):
+    spawner: str = ""
+    tolerate_child_failures: tuple[str, ...] = ()
+    max_failure_ratio: float = 1.0
+    fail_fast: bool = False
+    type: ClassVar[str] = "MERGE"
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "spawner": self.spawner,
+            "config": {
+                "tolerateChildFailures": list(self.tolerate_child_failures),
+                "failureTolerance": {"maxFailureRatio": self.max_failure_ratio},
+                "failFast": self.fail_fast,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Timer(Vertex):
+    seconds: float | None = None
+    until: str | None = None
+    type: ClassVar[str] = "TIMER"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "until": self.until}
+
+
+@dataclass(frozen=True)
+class ChoiceRule:
+    when: dict[str, Any]
+    next: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"when": self.when, "next": self.next}
+
+
+@dataclass(frozen=True)
+class Choice(Vertex):
+    choices: tuple[ChoiceRule, ...] = ()
+    default: str | None = None
+    type: ClassVar[str] = "CHOICE"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "choices": [c.to_dict() for c in self.choices], "default": self.default}
+
+    def successors(self) -> list[str]:
+        return [c.next for c in self.choices] + ([self.default] if self.default else [])
+
+
+@dataclass(frozen=True)
+class Chain(WorkVertex):
+    workflow: str = "self"
+    input: Any = "$.input"
+    type: ClassVar[str] = "CHAIN"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"workflow": self.workflow, "input": self.input}
+
+
+@dataclass(frozen=True)
+class Succeed(Vertex):
+    output: Any = None
+    type: ClassVar[str] = "SUCCEED"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "output": self.output}
+
+
+@dataclass(frozen=True)
+class Fail(Vertex):
+    error: str = "failed"
+    cause: str | None = None
+    type: ClassVar[str] = "FAIL"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "error": self.error, "cause": self.cause}
+
+
+VERTEX_TYPES: dict[str, type[Vertex]] = {
+    cls.type: cls for cls in (Task, Http, Spawner, Merge, Timer, Choice, Chain, Succeed, Fail)
+}
+
+
+@dataclass(frozen=True)
+class Workflow:
+    start: str
+    vertices: dict[str, Vertex]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "vertices": {vid: v.to_dict() for vid, v in self.vertices.items()}}
+
+    def vertex(self, vertex_id: str) -> Vertex:
+        return self.vertices[vertex_id]
+
+    def merge_for(self, spawner_id: str) -> Merge | None:
+        for vertex in self.vertices.values():
+            if isinstance(vertex, Merge) and vertex.spawner == spawner_id:
+                return vertex
+        return None

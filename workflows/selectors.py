@@ -1,0 +1,45 @@
+"""Reads for workflow definitions and versions."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
+
+
+def pretty_canonical(version: WorkflowVersion) -> str:
+    """The canonical DSL, indented for people (same content as the hashed bytes)."""
+    return json.dumps(json.loads(version.canonical), indent=2, sort_keys=True)
+
+
+def previous_version(version: WorkflowVersion) -> WorkflowVersion | None:
+    return (
+        WorkflowVersion.objects.filter(definition_id=version.definition_id)
+        .filter(created_at__lt=version.created_at)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def version_diff(version: WorkflowVersion) -> str:
+    """A unified diff of the canonical DSL against the previous version ('' for the first)."""
+    previous = previous_version(version)
+    if previous is None:
+        return ""
+    lines = difflib.unified_diff(
+        pretty_canonical(previous).splitlines(),
+        pretty_canonical(version).splitlines(),
+        fromfile=f"{previous.short_hash}",
+        tofile=f"{version.short_hash}",
+        lineterm="",
+    )
+    return "\n".join(lines)
+
+
+def definition_by_key(workspace: Workspace, key: str) -> WorkflowDefinition | None:
+    return WorkflowDefinition.objects.filter(workspace=workspace, key=key).select_related("current_version").first()
+
+
+def default_workspace() -> Workspace:
+    return Workspace.objects.get(slug="default")

@@ -1,0 +1,80 @@
+"""Writes for workflow definitions and versions.
+
+Publishing is idempotent and race-free: the version row is inserted with
+``ON CONFLICT (definition, hash) DO NOTHING``, so concurrent identical publishes create one
+version, and a repeated publish returns the existing one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+
+from workflows import dsl
+from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
+
+_INSERT_DEFINITION = """
+INSERT INTO workflows_workflowdefinition (workspace_id, key, created_at, updated_at)
+VALUES (%s, %s, now(), now())
+ON CONFLICT (workspace_id, key) DO NOTHING
+"""
+
+_INSERT_VERSION = """
+INSERT INTO workflows_workflowversion (definition_id, hash, canonical, dsl, author, created_at)
+VALUES (%s, %s, %s, %s::jsonb, %s, now())
+ON CONFLICT (definition_id, hash) DO NOTHING
+RETURNING id
+"""
+
+
+@dataclass(frozen=True)
+class Published:
+    version: WorkflowVersion
+    created: bool
+
+
+def validate(doc: Any) -> dsl.Workflow:
+    """Parse a document and check what only the running system knows (registered TASK
+    handlers); raises DslError with every problem and its path."""
+    workflow = dsl.parse(doc)
+    from executions.handlers import registry
+
+    errors = [
+        (f"$.vertices.{vertex.id}.handler", f"no TASK handler is registered as '{vertex.handler}'")
+        for vertex in workflow.vertices.values()
+        if isinstance(vertex, dsl.ast.Task) and vertex.handler not in registry
+    ]
+    if errors:
+        raise dsl.DslError(errors)
+    return workflow
+
+
+def publish_version(workspace: Workspace, key: str, doc: Any, *, author: str = "") -> Published:
+    """Validate ``doc``, store it as a version of definition ``key`` (creating the definition
+    if needed) and make it the current version. Re-publishing an existing hash creates
+    nothing and makes that version current again (a rollback is a re-publish)."""
+    from workflows.dsl.parser import WORKFLOW_KEY
+
+    if not isinstance(key, str) or not WORKFLOW_KEY.fullmatch(key):
+        raise dsl.DslError([("key", "a workflow key is 1-128 letters, digits, '.', '_' or '-'")])
+    workflow = validate(doc)
+    canonical = dsl.canonical_of(workflow)
+    digest = dsl.hash_of(workflow)
+    text = canonical.decode()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_INSERT_DEFINITION, [workspace.pk, key])
+        definition = WorkflowDefinition.objects.select_for_update().get(workspace=workspace, key=key)
+        cursor.execute(_INSERT_VERSION, [definition.pk, digest, text, text, author])
+        created = cursor.fetchone() is not None
+        version = WorkflowVersion.objects.get(definition=definition, hash=digest)
+        if definition.current_version_id != version.pk:
+            definition.current_version = version
+            definition.save(update_fields=["current_version", "updated_at"])
+    return Published(version=version, created=created)
+
+
+def describe_errors(error: dsl.DslError) -> str:
+    return "\n".join(f"{path}: {message}" for path, message in error.errors)
+
