@@ -108,6 +108,9 @@ def _database() -> dict[str, object]:
     if os.environ.get("SB_DB_NAME", "").strip():
         # Lets a subprocess (a test's qcluster, a benchmark) use another database on the same server.
         config["NAME"] = os.environ["SB_DB_NAME"].strip()
+    if os.environ.get("SB_TEST_DB_NAME", "").strip():
+        # Lets two test runs share one server without sharing a test database.
+        config["TEST"] = {"NAME": os.environ["SB_TEST_DB_NAME"].strip()}
     config["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60)
     config["CONN_HEALTH_CHECKS"] = True
     # Connections must fail fast when the server is gone, so workers reconnect instead of
@@ -137,6 +140,28 @@ LOGIN_REDIRECT_URL = "ui:execution-list"
 LOGOUT_REDIRECT_URL = "login"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SB_MAX_BODY_BYTES", 32 * 1024 * 1024)
+
+# --- REST API ------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "executions.api.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "executions.api.errors.problem_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "SchemaBridge API",
+    "DESCRIPTION": "Publish workflow versions, start executions idempotently, follow fan-outs, retry and cancel.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
 
 # --- django-q2: the worker runtime -------------------------------------------------------
 # One task drains a batch of ready steps; see executions/worker.py. The task timeout must be

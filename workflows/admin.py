@@ -13,7 +13,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from workflows import dsl, selectors
-from workflows.models import Membership, Plan, WorkflowDefinition, WorkflowVersion, Workspace
+from workflows.access import revoke_token
+from workflows.audit import record
+from workflows.models import ApiToken, AuditEvent, Membership, Plan, WorkflowDefinition, WorkflowVersion, Workspace
 from workflows.services import publish_version, validate
 
 
@@ -149,3 +151,40 @@ class PlanAdmin(admin.ModelAdmin):
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "workspace", "role"]
     list_filter = ["workspace", "role"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are created with ``manage.py sb_token create`` (the secret is shown once)."""
+
+    list_display = ["name", "workspace", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["workspace", "role"]
+    readonly_fields = ["workspace", "name", "role", "prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+    fields = readonly_fields
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        for token in queryset:
+            revoke_token(token)
+            record(f"user:{request.user}", "token.revoke", workspace=token.workspace, target=token.name)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "actor", "action", "target", "outcome", "reason", "workspace"]
+    list_filter = ["outcome", "action", "workspace", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["actor", "action", "target", "reason"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

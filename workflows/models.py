@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
 
 
 class Role(models.TextChoices):
@@ -93,3 +94,52 @@ class WorkflowVersion(models.Model):
     @property
     def short_hash(self) -> str:
         return self.hash[:12]
+
+
+class ApiToken(models.Model):
+    """A workspace API token with a role. Only a SHA-256 of the secret is stored; the secret
+    is shown once, at creation."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    prefix = models.CharField(max_length=12, help_text="The first characters of the token, to recognise it.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…, {self.role})"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """Who did what, accepted or refused, and why. Rows are immutable: a database trigger
+    refuses UPDATE and DELETE (migration 0004)."""
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted"
+        REFUSED = "refused"
+
+    workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor = models.CharField(max_length=200, help_text="user:…, token:…, actor:… or system")
+    action = models.CharField(max_length=64, db_index=True)
+    target = models.CharField(max_length=300, blank=True, default="")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    reason = models.TextField(blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(db_default=Now(), db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target} {self.outcome}"

@@ -1,0 +1,81 @@
+"""Who is acting, in which workspace, with which role — for the UI, the admin and the API.
+
+A ``Principal`` is resolved once per request (a session user through their Membership, an
+API token through its row) and every write checks ``principal.require(role)``. Objects of
+another workspace are looked up *within* ``principal.workspace`` only, so they are simply
+not found (404), never visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from workflows.models import ApiToken, Membership, Role, Workspace
+
+TOKEN_PREFIX = "sbt_"  # noqa: S105 - a public marker, not a secret
+
+
+class PermissionDenied(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Principal:
+    workspace: Workspace
+    role: str
+    label: str  # user:alice, token:ci-bot, actor:deployer
+
+    def can(self, role: str) -> bool:
+        return Role.rank(self.role) >= Role.rank(role)
+
+    def require(self, role: str, what: str = "do this") -> None:
+        if not self.can(role):
+            raise PermissionDenied(f"the {self.role} role cannot {what}; it needs {role} or above")
+
+
+def principal_for_user(user: Any, workspace_slug: str | None = None) -> Principal | None:
+    """The user's principal in a workspace (their first one by default); superusers act as
+    admins in every workspace."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    memberships = Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")
+    if workspace_slug:
+        memberships = memberships.filter(workspace__slug=workspace_slug)
+    membership = memberships.first()
+    if membership is not None:
+        return Principal(membership.workspace, membership.role, f"user:{user.get_username()}")
+    if user.is_superuser:
+        workspace = Workspace.objects.filter(slug=workspace_slug or "default").first()
+        if workspace is not None:
+            return Principal(workspace, Role.ADMIN, f"user:{user.get_username()}")
+    return None
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_token(workspace: Workspace, *, name: str, role: str, created_by: str = "") -> tuple[ApiToken, str]:
+    """Create a token; returns it with its secret, which is never stored and shown only now."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(workspace=workspace, name=name, role=Role(role), prefix=secret[:12],
+                                    key_hash=hash_token(secret), created_by=created_by)
+    return token, secret
+
+
+def principal_for_token(secret: str) -> Principal | None:
+    token = ApiToken.objects.select_related("workspace").filter(key_hash=hash_token(secret),
+                                                                revoked_at__isnull=True).first()
+    if token is None:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return Principal(token.workspace, token.role, f"token:{token.name}")
+
+
+def revoke_token(token: ApiToken) -> None:
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
