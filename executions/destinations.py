@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from django.db import connection
+from django.db.models.functions import Now
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +53,89 @@ def live_counts(destination_ids: list[int]) -> dict[int, dict[str, Any]]:
         cursor.execute(LIVE_COUNTS, {"ids": destination_ids})
         names = [column.name for column in cursor.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
+
+
+# --- writes -------------------------------------------------------------------------------------
+
+EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second")
+
+
+def _validated(fields: dict[str, Any]) -> dict[str, Any]:
+    """Check destination fields; raise Invalid naming every bad field."""
+    from django.core.exceptions import ValidationError
+    from django.core.validators import URLValidator
+
+    from executions.errors import Invalid
+
+    errors: list[dict[str, str]] = []
+    clean: dict[str, Any] = {}
+    if "name" in fields:
+        from workflows.dsl.parser import DESTINATION_NAME
+
+        name = fields["name"]
+        if not isinstance(name, str) or not DESTINATION_NAME.fullmatch(name):
+            errors.append({"field": "name", "message": "1-100 letters, digits, '.', '_' or '-'"})
+        clean["name"] = name
+    if "base_url" in fields:
+        try:
+            URLValidator(schemes=["http", "https"])(fields["base_url"])
+            clean["base_url"] = str(fields["base_url"])
+        except (ValidationError, TypeError):
+            errors.append({"field": "base_url", "message": "must be an http(s) URL"})
+    if "timeout_seconds" in fields:
+        value = fields["timeout_seconds"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+            errors.append({"field": "timeout_seconds", "message": "must be a number of seconds in (0, 3600]"})
+        else:
+            clean["timeout_seconds"] = float(value)
+    if "concurrency_limit" in fields:
+        value = fields["concurrency_limit"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            errors.append({"field": "concurrency_limit", "message": "must be a non-negative integer, or empty"})
+        else:
+            clean["concurrency_limit"] = value
+    if "rate_per_second" in fields:
+        value = fields["rate_per_second"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            errors.append({"field": "rate_per_second", "message": "must be a positive number, or empty"})
+        else:
+            clean["rate_per_second"] = None if value is None else float(value)
+    if errors:
+        raise Invalid("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
+    return clean
+
+
+def create_destination(workspace: Any, **fields: Any) -> Any:
+    """Create a destination (name and base_url required). Raises Invalid or Conflict."""
+    from django.db import IntegrityError, transaction
+
+    from executions.errors import Conflict, Invalid
+    from executions.models import Destination
+
+    missing = [name for name in ("name", "base_url") if fields.get(name) in (None, "")]
+    if missing:
+        raise Invalid(", ".join(f"{m}: required" for m in missing),
+                      errors=[{"field": m, "message": "required"} for m in missing])
+    clean = _validated(fields)
+    try:
+        with transaction.atomic():
+            return Destination.objects.create(workspace=workspace, **clean)
+    except IntegrityError as error:
+        raise Conflict(f"a destination named '{clean['name']}' already exists") from error
+
+
+def update_destination(destination: Any, **fields: Any) -> Any:
+    """Change a destination's editable fields. A new limit is effective at the next claim
+    on every worker (slots are counted from RUNNING steps; nothing to restart)."""
+    from executions.errors import Invalid
+    from executions.models import Destination
+
+    unknown = sorted(set(fields) - set(EDITABLE))
+    if unknown:
+        raise Invalid(f"not editable: {', '.join(unknown)}",
+                      errors=[{"field": f, "message": "not editable"} for f in unknown])
+    clean = _validated(fields)
+    if clean:
+        Destination.objects.filter(pk=destination.pk).update(**clean, updated_at=Now())
+        destination.refresh_from_db()
+    return destination

@@ -18,7 +18,11 @@ FAIL_IF = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.fai
 
 
 def default_workspace() -> Workspace:
-    return Workspace.objects.get(slug="default")
+    """The migration's default workspace (re-created after a transactional test's flush)."""
+    plan, _ = Plan.objects.get_or_create(name="default", defaults={"executions_per_day": 5_000_000})
+    workspace, _ = Workspace.objects.get_or_create(slug="default", defaults={"name": "Default workspace",
+                                                                             "plan": plan})
+    return workspace
 
 
 def make_workspace(slug: str, *, quota: int = 1_000_000) -> Workspace:
