@@ -17,3 +17,7 @@ def workspace(db: Any) -> Any:
 @pytest.fixture
 def other_workspace(db: Any) -> Any:
     return helpers.make_workspace("other")
+
+
+# Test-only TASK handlers must be registered before workflows that use them are published.
+import tests.handlers  # noqa: E402, F401
