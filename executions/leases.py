@@ -53,10 +53,11 @@ DESTINATION_BUDGETS = """
                coalesce(d.concurrency_limit - (SELECT count(*) FROM executions_step r
                                                WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
                         %(limit)s),
-               coalesce(floor(least(greatest(d.rate_per_second, 1),
-                                    d.rate_tokens + d.rate_per_second
-                                        * extract(epoch FROM now() - d.rate_updated_at)))::int,
-                        %(limit)s),
+               -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
+               CASE WHEN d.rate_per_second IS NULL THEN %(limit)s
+                    ELSE floor(least(greatest(d.rate_per_second, 1),
+                                     d.rate_tokens + d.rate_per_second
+                                         * extract(epoch FROM now() - d.rate_updated_at)))::int END,
                %(limit)s)) AS free
     FROM executions_destination d WHERE d.id = ANY(%(ids)s)
 """

@@ -33,10 +33,14 @@ from workflows.dsl import ast
 
 log = logging.getLogger(__name__)
 
+# The next moment something becomes due: a READY step's due time, or a RUNNING step's lease
+# expiry (its worker may be dead; then the reaper must run). least() skips NULLs.
 NEXT_DUE = """
-    SELECT extract(epoch FROM min(due_at) - now()) FROM executions_step WHERE status = 'READY'
+    SELECT extract(epoch FROM least(
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY'),
+        (SELECT min(lease_expires_at) FROM executions_step WHERE status = 'RUNNING')) - now())
 """
-WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY')"
+WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status IN ('READY', 'RUNNING'))"
 
 REAP_EVERY = 5.0  # seconds between reaper runs inside a live drain
 CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
@@ -206,16 +210,18 @@ class Drain:
             self._listen(min(idle_left, REAP_EVERY))
         else:
             # Due work we could not claim (its destination is saturated, or another worker
-            # holds it) is retried shortly; a future timer is waited for exactly.
-            self._listen(min(max(float(next_due), CLAIM_RETRY), REAP_EVERY))
+            # holds it) is retried shortly; a future timer or lease expiry is waited for
+            # exactly, and the reaper runs right after it.
+            if not self._listen(min(max(float(next_due), CLAIM_RETRY), REAP_EVERY)):
+                self.last_reap = 0.0
         return True
 
-    def _listen(self, timeout: float) -> None:
+    def _listen(self, timeout: float) -> bool:
+        """Wait for a NOTIFY up to ``timeout`` seconds; True if one arrived."""
         if self.listener is None:
             self.listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
             self.listener.execute(f"LISTEN {kick.CHANNEL}")
-        for _ in self.listener.notifies(timeout=timeout, stop_after=1):
-            break
+        return any(True for _ in self.listener.notifies(timeout=timeout, stop_after=1))
 
     def _close_listener(self) -> None:
         if self.listener is not None:
@@ -249,7 +255,8 @@ def _release_slot(slot: int) -> None:
 
 
 def work_pending() -> bool:
-    """Is any step READY, due now or later (a timer)? Then some drain should be alive."""
+    """Is any step READY (due now or later: a timer) or RUNNING (its worker may die and its
+    lease then needs reaping)? Then some drain should be alive."""
     with connection.cursor() as cursor:
         cursor.execute(WORK_PENDING)
         return bool(cursor.fetchone()[0])

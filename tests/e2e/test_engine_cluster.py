@@ -21,3 +21,40 @@ def test_fanout_completes_on_a_real_cluster(qcluster):
     execution = helpers.refresh(execution)
     assert execution.status == "SUCCEEDED", (execution.error, cluster.log()[-3000:])
     assert helpers.child_counts(execution) == {"SUCCEEDED": 500}
+
+
+def test_a_multi_step_workflow_survives_kill_9_of_the_cluster(qcluster):
+    """TASK → CHOICE → TIMER → HTTP → SUCCEED; the cluster is SIGKILLed while the HTTP call
+    is in flight and a new cluster finishes it, re-running that step (at-least-once)."""
+    from executions.models import Destination
+    from tests.httpserver import serve
+
+    workspace = helpers.default_workspace()
+    with serve() as (url, recorder):
+        Destination.objects.create(workspace=workspace, name="ledger", base_url=url, timeout_seconds=30)
+        doc = {"start": "prepare", "vertices": {
+            "prepare": {"type": "TASK", "handler": "demo.echo", "input": {"id": "$.input.id"}, "next": "route"},
+            "route": {"type": "CHOICE", "choices": [
+                {"when": {"path": "$.steps.prepare.output.id", "exists": True}, "next": "pause"}],
+                "default": "done"},
+            "pause": {"type": "TIMER", "seconds": 1, "next": "write"},
+            "write": {"type": "HTTP", "destination": "ledger", "path": "/slow/4", "body": "$.steps.prepare.output",
+                      "next": "done"},
+            "done": {"type": "SUCCEED", "output": "$.steps.write.output.body"},
+        }}
+        helpers.publish(workspace, "multi", doc)
+        execution = helpers.start(workspace, "multi", {"id": "e-1"})
+        first = qcluster(workers=2, SB_LEASE_SECONDS="3")
+        wait_for(lambda: len(recorder.requests) == 1, timeout=60, what="the HTTP call to be in flight")
+        first.kill()
+        assert helpers.step(execution, "write").status == "RUNNING"
+
+        second = qcluster(workers=2, SB_LEASE_SECONDS="3")
+        wait_for(lambda: helpers.refresh(execution).is_terminal, timeout=90, what="the execution to finish")
+    execution = helpers.refresh(execution)
+    assert execution.status == "SUCCEEDED", (execution.error, second.log()[-3000:])
+    write = helpers.step(execution, "write")
+    assert write.attempt == 2 and write.lease_expiries == 1
+    keys = {request["headers"]["Idempotency-Key"] for request in recorder.requests}
+    assert len(recorder.requests) == 2 and keys == {f"sb:{execution.pk}:write"}
+    assert [s.attempt for s in Execution.objects.get(pk=execution.pk).steps.order_by("id")] == [1, 1, 1, 2, 1]
