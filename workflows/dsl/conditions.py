@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workflows.dsl.paths import PathNotFound, PathSyntaxError, check_path, resolve
+from workflows.dsl.paths import PathNotFound, PathSyntaxError, check_path, json_key, resolve
 
 COMPARISONS = ("greaterThan", "greaterThanOrEquals", "lessThan", "lessThanOrEquals")
 OPERATORS = ("equals", "notEquals", *COMPARISONS, "in", "exists")
@@ -24,8 +24,9 @@ COMBINATORS = ("and", "or", "not")
 Report = Callable[[str, str], None]
 
 
-def check(condition: Any, where: str, report: Report) -> list[str]:
-    """Validate a condition, reporting problems; returns the paths it reads."""
+def check(condition: Any, where: str, report: Report) -> list[tuple[str, str]]:
+    """Validate a condition, reporting problems; returns ``(json_path, path_text)`` for
+    every path it reads."""
     if not isinstance(condition, dict) or not condition:
         report(where, "a condition must be a non-empty object")
         return []
@@ -35,7 +36,8 @@ def check(condition: Any, where: str, report: Report) -> list[str]:
     return _check_leaf(condition, where, report)
 
 
-def _check_combinator(condition: dict[str, Any], keys: list[str], where: str, report: Report) -> list[str]:
+def _check_combinator(condition: dict[str, Any], keys: list[str], where: str,
+                      report: Report) -> list[tuple[str, str]]:
     if len(condition) != 1:
         report(where, f"'{keys[0]}' must be the only field of its condition")
         return []
@@ -46,16 +48,16 @@ def _check_combinator(condition: dict[str, Any], keys: list[str], where: str, re
     if not isinstance(operand, list) or not operand:
         report(f"{where}.{key}", f"'{key}' takes a non-empty list of conditions")
         return []
-    paths: list[str] = []
+    paths: list[tuple[str, str]] = []
     for index, item in enumerate(operand):
         paths += check(item, f"{where}.{key}[{index}]", report)
     return paths
 
 
-def _check_leaf(condition: dict[str, Any], where: str, report: Report) -> list[str]:
+def _check_leaf(condition: dict[str, Any], where: str, report: Report) -> list[tuple[str, str]]:
     unknown = [key for key in condition if key != "path" and key not in OPERATORS]
     for key in unknown:
-        report(f"{where}.{key}", f"unknown condition field '{key}'; operators are {', '.join(OPERATORS)}")
+        report(f"{where}{json_key(str(key))}", f"unknown condition field '{key}'; operators are {', '.join(OPERATORS)}")
     operators = [key for key in condition if key in OPERATORS]
     if len(operators) != 1:
         report(where, f"a condition needs exactly one operator, found {len(operators)}")
@@ -65,7 +67,7 @@ def _check_leaf(condition: dict[str, Any], where: str, report: Report) -> list[s
     else:
         try:
             check_path(condition["path"])
-            paths.append(condition["path"])
+            paths.append((f"{where}.path", condition["path"]))
         except PathSyntaxError as error:
             report(f"{where}.path", f"invalid path: {error}")
     for operator in operators:
@@ -120,9 +122,13 @@ def _apply(operator: str, value: Any, operand: Any) -> bool:
 
 
 def _same(left: Any, right: Any) -> bool:
-    # JSON semantics: true is not 1, and 1 equals 1.0.
+    # JSON semantics at every depth: true is not 1, and 1 equals 1.0.
     if isinstance(left, bool) or isinstance(right, bool):
         return type(left) is type(right) and left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same(value, right[key]) for key, value in left.items())
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right, strict=True))
     return bool(left == right)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ DESTINATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 VERSION_HASH = re.compile(r"[0-9a-f]{64}")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MAX_ATTEMPTS_LIMIT = 100
+SAFE_NUMBER = 2**53 - 1  # I-JSON (RFC 7493): beyond this, integers are not exact in JSON
 
 COMMON = {"type", "next"}
 WORK = COMMON | {"retry", "timeoutSeconds"}
@@ -76,8 +77,8 @@ class _Reader:
         if ok and (value < low or value > high or (low_open and value == low)):
             ok = False
         if not ok:
-            bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
-            limit = "" if high == math.inf else f" and at most {high:g}"
+            bound = f"greater than {_plain(low)}" if low_open else f"at least {_plain(low)}"
+            limit = "" if high == math.inf else f" and at most {_plain(high)}"
             self.report(f"{where}.{key}", f"must be a number {bound}{limit}")
             return default
         return float(value)
@@ -86,6 +87,8 @@ class _Reader:
         if key not in obj or obj[key] is None:
             return default
         value = obj[key]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON has one number type: 3.0 is the integer 3
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             self.report(f"{where}.{key}", f"must be an integer from {low} to {high}")
             return default
@@ -115,11 +118,20 @@ class _Reader:
         return value
 
 
+def _plain(number: float) -> str:
+    """A bound as people write it: 31622400, not 3.16224e+07."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
 def parse(doc: Any) -> ast.Workflow:
     """Validate ``doc`` and return its AST; raise DslError listing every problem found."""
     reader = _Reader()
     if not isinstance(doc, dict):
         raise DslError([("$", "a workflow must be a JSON object")])
+    # Checked first, and alone: later messages may quote the document's strings.
+    not_canonicalisable = list(_json_problems(doc, "$"))
+    if not_canonicalisable:
+        raise DslError(not_canonicalisable)
     for key in doc:
         if key not in ("start", "vertices"):
             reader.report(f"${json_key(str(key))}", f"unknown field '{key}'; a workflow has 'start' and 'vertices'")
@@ -146,6 +158,37 @@ def parse(doc: Any) -> ast.Workflow:
     return ast.Workflow(start=start, vertices=vertices)
 
 
+def _json_problems(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Values without a stable canonical form (I-JSON, RFC 7493): non-finite numbers, numbers
+    beyond ±(2^53 - 1) (RFC 8785 refuses such integers, and writes such floats as integers),
+    and text that is not valid Unicode (lone surrogates)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        yield where, "must be a finite number"
+    elif isinstance(value, (int, float)) and abs(value) > SAFE_NUMBER:
+        yield where, "number outside the exact JSON range ±(2^53 - 1)"
+    elif isinstance(value, str) and not _is_unicode(value):
+        yield where, "text is not valid Unicode (lone surrogate)"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and not _is_unicode(key):
+                yield where, "an object key is not valid Unicode (lone surrogate)"
+            else:
+                yield from _json_problems(item, f"{where}{json_key(str(key))}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _json_problems(item, f"{where}[{index}]")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _vertex(reader: _Reader, vertex_id: Any, raw: Any) -> ast.Vertex | None:
     where = f"$.vertices{json_key(str(vertex_id))}"
     if not isinstance(vertex_id, str) or not VERTEX_ID.fullmatch(vertex_id):
@@ -166,7 +209,7 @@ def _vertex(reader: _Reader, vertex_id: Any, raw: Any) -> ast.Vertex | None:
 
 
 def _next(reader: _Reader, raw: dict[str, Any], where: str) -> str | None:
-    return reader.string(raw, "next", where, what="a vertex id")
+    return reader.string(raw, "next", where, pattern=VERTEX_ID, what="a vertex id")
 
 
 def _work(reader: _Reader, raw: dict[str, Any], where: str) -> dict[str, Any]:
@@ -214,12 +257,13 @@ def _http(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ver
     method = reader.string(raw, "method", where, default="POST", what=f"one of {', '.join(HTTP_METHODS)}")
     if method not in HTTP_METHODS:
         reader.report(f"{where}.method", f"must be one of {', '.join(HTTP_METHODS)}")
-    path = reader.string(raw, "path", where, default="/", what="a string starting with '/'") or "/"
+    path = reader.string(raw, "path", where, default="/", what="a string starting with '/'")
+    path = "/" if path is None else path  # "" is checked below, not silently replaced
     if not path.startswith("/"):
         reader.report(f"{where}.path", "must start with '/'")
     for text in placeholder_paths(path):
         reader.path(text, f"{where}.path", vid)
-    headers = raw.get("headers") or {}
+    headers = _or_default(raw.get("headers"), {})
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
         reader.report(f"{where}.headers", "must be an object of header names to string values")
         headers = {}
@@ -258,8 +302,9 @@ def _spawner(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.
 
 
 def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Vertex:
-    spawner = reader.string(raw, "spawner", where, required=True, default="", what="a SPAWNER vertex id") or ""
-    config = raw.get("config") or {}
+    spawner = reader.string(raw, "spawner", where, pattern=VERTEX_ID, required=True, default="",
+                            what="a SPAWNER vertex id") or ""
+    config = _or_default(raw.get("config"), {})
     cwhere = f"{where}.config"
     if not isinstance(config, dict):
         reader.report(cwhere, "must be an object")
@@ -267,7 +312,7 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
     for key in config:
         if key not in ("tolerateChildFailures", "failureTolerance", "failFast"):
             reader.report(f"{cwhere}{json_key(str(key))}", f"unknown field '{key}' in MERGE config")
-    tolerated = config.get("tolerateChildFailures") or []
+    tolerated = _or_default(config.get("tolerateChildFailures"), [])
     statuses: set[str] = set()
     if not isinstance(tolerated, list):
         reader.report(f"{cwhere}.tolerateChildFailures", "must be a list of statuses")
@@ -279,7 +324,7 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
                               f"unknown status {status!r}; expected {expected}")
             else:
                 statuses.add(status)
-    tolerance = config.get("failureTolerance") or {}
+    tolerance = _or_default(config.get("failureTolerance"), {})
     if not isinstance(tolerance, dict):
         reader.report(f"{cwhere}.failureTolerance", "must be an object with maxFailureRatio")
         tolerance = {}
@@ -298,6 +343,11 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
         max_failure_ratio=ratio if ratio is not None else 1.0,
         fail_fast=reader.boolean(config, "failFast", cwhere, False),
     )
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """``null`` means the default; any other value (even ``[]`` or ``0``) is checked as given."""
+    return default if value is None else value
 
 
 def _timer(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Vertex:
@@ -337,12 +387,12 @@ def _choice(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.V
         for key in rule:
             if key not in ("when", "next"):
                 reader.report(f"{rwhere}{json_key(str(key))}", f"unknown field '{key}' in a choice")
-        for text in conditions.check(rule.get("when"), f"{rwhere}.when", reader.report):
-            reader.path(text, f"{rwhere}.when", vid)
-        target = reader.string(rule, "next", rwhere, required=True, what="a vertex id")
+        for path_where, text in conditions.check(rule.get("when"), f"{rwhere}.when", reader.report):
+            reader.path(text, path_where, vid)
+        target = reader.string(rule, "next", rwhere, pattern=VERTEX_ID, required=True, what="a vertex id")
         if isinstance(rule.get("when"), dict) and target:
             rules.append(ast.ChoiceRule(when=rule["when"], next=target))
-    default = reader.string(raw, "default", where, what="a vertex id")
+    default = reader.string(raw, "default", where, pattern=VERTEX_ID, what="a vertex id")
     return ast.Choice(id=vid, choices=tuple(rules), default=default)
 
 
