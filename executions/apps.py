@@ -11,3 +11,10 @@ class ExecutionsConfig(AppConfig):
         from executions import worker
 
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
+
+        import os
+
+        if os.environ.get("SB_COUNT_QUERIES_DIR"):
+            from executions import instrumentation
+
+            instrumentation.install(os.environ["SB_COUNT_QUERIES_DIR"])

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -98,6 +100,10 @@ EXPIRED = """
 
 DB_NOW = "SELECT now()"
 
+def worker_label() -> str:
+    """This process as ``host:pid`` (computed per call: django-q2 forks worker processes)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
 
 @dataclass(frozen=True)
 class Lease:
@@ -129,10 +135,11 @@ def lease_seconds() -> float:
 
 def _claim(cursor: Any, source_sql: str, params: dict[str, Any]) -> list[ClaimedStep]:
     moved = state.move_steps(
-        cursor, S.RUNNING, state.Source(source_sql, {**params, "lease": lease_seconds()}),
+        cursor, S.RUNNING, state.Source(source_sql, {**params, "lease": lease_seconds(), "worker": worker_label()}),
         from_=[S.READY], skip_locked=True,
         sets={"lease_token": "gen_random_uuid()",
-              "lease_expires_at": "now() + make_interval(secs => %(lease)s)"},
+              "lease_expires_at": "now() + make_interval(secs => %(lease)s)",
+              "leased_by": "%(worker)s"},
         returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
                    "now() AS claimed_at"),
     )

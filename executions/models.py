@@ -159,6 +159,8 @@ class Step(models.Model):
                                     db_index=False)
     lease_token = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # "host:pid" of the worker process holding the lease (for operators and fault tests).
+    leased_by = models.CharField(max_length=100, blank=True, db_default="")
     lease_expiries = models.PositiveIntegerField(default=0)
     # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
     state = models.JSONField(default=dict, blank=True)

@@ -192,7 +192,7 @@ class Drain:
                 if entry.run.step_id not in kept:
                     log.warning("lease of step %s was lost while it ran", entry.run.step_id)
                     del self.in_flight[future]
-        if now - self.last_reap > REAP_EVERY:
+        if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
             self.last_reap = now
             engine.reap()
 

@@ -82,6 +82,7 @@ def test_a_claim_gets_a_fresh_token_and_a_database_time_lease(workspace):
     [run] = claim()
     step = Step.objects.get(pk=run.step_id)
     assert step.status == "RUNNING" and step.lease_token == run.claimed.lease_token
+    assert step.leased_by == leases.worker_label()
     with connection.cursor() as cursor:
         cursor.execute("SELECT extract(epoch FROM lease_expires_at - now()) FROM executions_step WHERE id = %s",
                        [step.pk])

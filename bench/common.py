@@ -1,0 +1,179 @@
+"""Shared machinery for the benchmarks: a dedicated database, a real qcluster with memory
+sampling, and waiting with a progress bar on stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = os.environ.get("SB_BENCH_DB", "schemabridge_bench")
+
+ENGINE_TABLES = [
+    "executions_event", "executions_payload", "executions_payloadusage", "executions_fanout",
+    "executions_destinationcall", "executions_step", "executions_execution", "executions_quotausage",
+    "django_q_ormq", "django_q_task",
+]
+
+
+def in_bench_database() -> bool:
+    return os.environ.get("SB_DB_NAME") == BENCH_DB
+
+
+def reexec_in_bench_database(argv: list[str]) -> None:
+    """Create and migrate the benchmark database on the configured server, then re-run this
+    command against it (benchmarks never touch the main database's data)."""
+    from django.db import connection
+    from psycopg import errors, sql
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB])
+        if cursor.fetchone() is None:
+            with contextlib.suppress(errors.DuplicateDatabase):
+                cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)).as_string(
+                    cursor.connection))
+    env = {**os.environ, "SB_DB_NAME": BENCH_DB}
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, check=True, cwd=ROOT)  # noqa: S603
+    os.execve(sys.executable, [sys.executable, str(ROOT / "manage.py"), *argv], env)  # noqa: S606 - re-run ourselves
+
+
+def reset() -> None:
+    """Empty the engine's tables so every run starts from the same state."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(ENGINE_TABLES)} RESTART IDENTITY CASCADE")  # constant names
+        cursor.execute("INSERT INTO executions_drainkick (id, last_enqueued_at) VALUES (1, now()) "
+                       "ON CONFLICT (id) DO NOTHING")
+    from workflows.models import Plan
+
+    Plan.objects.filter(name="default").update(executions_per_day=1_000_000_000)
+
+
+class Cluster:
+    """A ``manage.py qcluster`` subprocess with its own process group, and a sampler of the
+    resident memory of each of its processes."""
+
+    def __init__(self, workers: int, **env: str) -> None:
+        self.workers = workers
+        self.query_dir = tempfile.mkdtemp(prefix="sb-bench-queries-")
+        self.env = {**os.environ, "SB_WORKERS": str(workers), "SB_COUNT_QUERIES_DIR": self.query_dir,
+                    "LOG_LEVEL": "WARNING", "SB_DRAIN_IDLE_SECONDS": "2", **env}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.peak_rss: dict[int, int] = {}
+        self._sampling = False
+        self._sampler: threading.Thread | None = None
+
+    def start(self) -> Cluster:
+        self.proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        self._sampling = True
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        self.wait_ready()
+        return self
+
+    def processes(self) -> list[psutil.Process]:
+        if self.proc is None:
+            return []
+        try:
+            root = psutil.Process(self.proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Ready when the worker processes exist and have imported Django (RSS has grown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.processes()) >= self.workers + 3:
+                time.sleep(1.0)  # let the workers finish booting before the clock starts
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the qcluster did not start")
+
+    def _sample(self) -> None:
+        while self._sampling:
+            for process in self.processes():
+                try:
+                    rss = process.memory_info().rss
+                except psutil.Error:
+                    continue
+                self.peak_rss[process.pid] = max(self.peak_rss.get(process.pid, 0), rss)
+            time.sleep(0.05)
+
+    def worker_pids(self) -> list[int]:
+        """The processes that run tasks (children of the sentinel that are not pusher/monitor
+        cannot be told apart by name, so: every process but the root)."""
+        return [p.pid for p in self.processes()[1:]]
+
+    def peak_rss_mb(self) -> float:
+        return round(max(self.peak_rss.values(), default=0) / 2**20, 1)
+
+    def queries(self) -> int:
+        total = 0
+        for path in Path(self.query_dir).iterdir():
+            try:
+                total += int(path.read_text() or 0)
+            except (OSError, ValueError):
+                continue
+        return total
+
+    def kill_pid(self, pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        self._sampling = False
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.query_dir, ignore_errors=True)
+
+
+def progress(label: str, done: int, total: int, started: float) -> None:
+    width = 30
+    fraction = done / total if total else 1.0
+    bar = "#" * int(width * fraction) + "-" * (width - int(width * fraction))
+    sys.stderr.write(f"\r{label} [{bar}] {done:,}/{total:,} {time.monotonic() - started:6.1f}s")
+    sys.stderr.flush()
+
+
+def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str, timeout: float) -> float:
+    """Poll ``check() -> (finished, done_count)`` with a progress bar; returns seconds waited."""
+    started = shown = time.monotonic()
+    while True:
+        finished, done = check()
+        if finished or time.monotonic() - shown > 0.5:
+            shown = time.monotonic()
+            progress(label, done, total, started)
+        if finished:
+            sys.stderr.write("\n")
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            sys.stderr.write("\n")
+            raise TimeoutError(f"{label}: not finished after {timeout:g}s ({done:,}/{total:,})")
+        time.sleep(0.05)
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def rounded(value: Any, digits: int = 3) -> Any:
+    return round(value, digits) if isinstance(value, float) else value

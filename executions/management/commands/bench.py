@@ -1,0 +1,91 @@
+"""Benchmarks that print JSON (see docs/performance.md). They run on a dedicated database
+(``schemabridge_bench``) on the configured server, with real qcluster subprocesses.
+
+    manage.py bench fanout --items 10000 --workers 2
+    manage.py bench floor --items 10000 [--vs-fanout]
+    manage.py bench baseline --items 2000 --workers 2 [--compare]
+    manage.py bench redelivery --items 10000
+    manage.py bench scale [--sizes 1000,10000,100000]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run a benchmark and print its figures as JSON."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="which", required=True)
+        fanout = sub.add_parser("fanout", help="N-item fan-out through a merge on a real qcluster")
+        fanout.add_argument("--items", type=int, default=10_000)
+        fanout.add_argument("--workers", type=int, default=2)
+        floor = sub.add_parser("floor", help="raw bulk INSERT of N child and N step rows")
+        floor.add_argument("--items", type=int, default=10_000)
+        floor.add_argument("--workers", type=int, default=2)
+        floor.add_argument("--vs-fanout", action="store_true", help="also run the fan-out and print the ratio")
+        baseline = sub.add_parser("baseline", help="one django-q2 task per item with a counting join")
+        baseline.add_argument("--items", type=int, default=2_000)
+        baseline.add_argument("--workers", type=int, default=2)
+        baseline.add_argument("--compare", action="store_true", help="also run the fan-out and print the speed-up")
+        redelivery = sub.add_parser("redelivery", help="SIGKILL the spawner's worker at ~50%")
+        redelivery.add_argument("--items", type=int, default=10_000)
+        redelivery.add_argument("--workers", type=int, default=2)
+        scale = sub.add_parser("scale", help="per-item cost and peak memory at several sizes")
+        scale.add_argument("--sizes", default="1000,10000,100000")
+        scale.add_argument("--workers", type=int, default=2)
+        for each in (fanout, floor, baseline, redelivery, scale):
+            each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from bench import common
+
+        if not common.in_bench_database():
+            common.reexec_in_bench_database(sys.argv[1:])
+        result = getattr(self, f"_{options['which']}")(options)
+        self.stdout.write(json.dumps(result, indent=None if options.get("json") else 2))
+        if result.get("ok") is False:
+            sys.exit(1)
+
+    def _fanout(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import fanout
+
+        return fanout.run(options["items"], options["workers"])
+
+    def _floor(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import fanout, floor
+
+        result = floor.run(options["items"])
+        if options["vs_fanout"]:
+            measured = fanout.run(options["items"], options["workers"])
+            result["fanout"] = measured
+            result["fanout_vs_floor"] = round(measured["seconds_total"] / result["seconds"], 2)
+            result["ok"] = measured["ok"]
+        return result
+
+    def _baseline(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import baseline, fanout
+
+        result = baseline.run(options["items"], options["workers"])
+        if options["compare"]:
+            measured = fanout.run(options["items"], options["workers"])
+            return {"baseline": result, "fanout": measured,
+                    "speedup": round(result["seconds_total"] / measured["seconds_total"], 1),
+                    "ok": result["ok"] and measured["ok"]}
+        return result
+
+    def _redelivery(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import redelivery
+
+        return redelivery.run(options["items"], options["workers"])
+
+    def _scale(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import scale
+
+        sizes = [int(part) for part in options["sizes"].split(",") if part.strip()]
+        return scale.run(sizes, options["workers"])
