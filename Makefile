@@ -14,11 +14,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
+# curl runs the README's API walkthrough (docs/examples/api-tour.sh) in the suite.
 system-deps:
-	@if [ ! -x /usr/bin/chromium ]; then \
-		echo "Installing Debian's chromium for the browser tests..."; \
+	@if [ ! -x /usr/bin/chromium ] || ! command -v curl >/dev/null; then \
+		echo "Installing Debian's chromium and curl for the browser and API-tour tests..."; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium curl >/dev/null; \
 	fi
 
 # The main job: embedded PostgreSQL, migrations, an admin login, demo workflows, the web

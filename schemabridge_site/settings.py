@@ -145,22 +145,40 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SB_MAX_BODY_BYTES", 32 * 1024 * 1024)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "executions.api.auth.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        "executions.api.auth.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # request.user is a workspace Principal; writes check their role in their audit block.
+    "DEFAULT_PERMISSION_CLASSES": ["executions.api.auth.HasPrincipal"],
+    "DEFAULT_PARSER_CLASSES": ["executions.api.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "executions.api.errors.problem_handler",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "SchemaBridge API",
-    "DESCRIPTION": "Publish workflow versions, start executions idempotently, follow fan-outs, retry and cancel.",
+    "DESCRIPTION": "Publish workflow versions, start executions idempotently, follow fan-outs, retry and cancel. "
+    "Authenticate with `Authorization: Token <secret>`; errors are RFC 9457 problems. See docs/api.md.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "PATH_CONVERTER_OVERRIDES": {"wfkey": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+                                 "vhash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                 "vertex": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"},
+                                 "destname": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
+                                 "execid": {"type": "string", "format": "uuid"}},
+    "ENUM_NAME_OVERRIDES": {
+        "ExecutionStatusEnum": "executions.models.ExecutionStatus",
+        "StepStatusEnum": "executions.models.StepStatus",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "executions.api.schema.add_problem_responses",
+    ],
 }
 
 # --- django-q2: the worker runtime -------------------------------------------------------

@@ -1,6 +1,60 @@
-"""REST API routes under /api/v1/."""
+"""REST API routes under /api/v1/ (these paths are a contract).
 
-from django.urls import path  # noqa: F401 - routes are added by the API module
+Django routes a path to one view, so operations sharing a path (list and create) are joined
+into one class by ``on_path``; each keeps its own class, method and schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import path, re_path
+from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+
+from executions.api import converters
+from executions.api.views import actions, destinations, executions, workflows
+from executions.api.views.base import ApiView
+
+converters.register()
+
+
+def on_path(*views: type[ApiView]) -> Any:
+    joined: type[ApiView] = type("".join(view.__name__ for view in views), views, {})
+    return joined.as_view()
+
+
+@extend_schema(exclude=True)
+class NoRoute(ApiView):
+    """Unknown paths under /api/v1/ answer with a problem, not Django's HTML page."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        raise NotFound("no such API path")
+
 
 app_name = "api"
-urlpatterns: list = []
+urlpatterns = [
+    path("workflows", on_path(workflows.WorkflowList), name="workflows"),
+    path("workflows/<wfkey:key>", on_path(workflows.WorkflowDetail), name="workflow"),
+    # Any key reaches publishing, which explains what a valid key is (a 400, not a 404).
+    path("workflows/<str:key>/versions", on_path(workflows.PublishVersion), name="versions"),
+    path("versions/<vhash:hash>", on_path(workflows.VersionDetail), name="version"),
+    path("executions", on_path(executions.ExecutionList, executions.StartExecution), name="executions"),
+    path("executions/<execid:id>", on_path(executions.ExecutionDetail), name="execution"),
+    path("executions/<execid:id>/children", on_path(executions.ExecutionChildren), name="children"),
+    path("executions/<execid:id>/events", on_path(executions.ExecutionEvents), name="events"),
+    path("executions/<execid:id>/retry", on_path(actions.RetryExecution), name="retry"),
+    path("executions/<execid:id>/children/retry-failed", on_path(actions.RetryFailedChildren),
+         name="retry-failed-children"),
+    path("executions/<execid:id>/steps/<vertex:vertex>/retry", on_path(actions.RetryStep), name="retry-step"),
+    path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
+    path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),
+         name="destinations"),
+    path("destinations/<destname:name>", on_path(destinations.DestinationDetail, destinations.UpdateDestination),
+         name="destination"),
+    re_path(r"^.*$", NoRoute.as_view()),
+]

@@ -1,0 +1,323 @@
+"""Request bodies and representations. Field names are snake_case and are a contract.
+
+Request serializers are strict: a field of the wrong JSON type or an unknown field is an
+error naming it (DRF would otherwise turn ``1`` into ``"1"`` and ignore a misspelt
+``inputs``). Value rules that belong to the domain (URL schemes, limits) stay in the
+services, which report them per field too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+
+from executions.models import ExecutionStatus, StepStatus
+from workflows.dsl.parser import DESTINATION_NAME, VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
+
+INT32_MAX = 2**31 - 1
+
+
+# --- strict request fields -------------------------------------------------------------------
+
+class StrictSerializer(serializers.Serializer):
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class StrictRegexField(serializers.RegexField):
+    """A string that matches ``pattern`` entirely (Django's regex validator searches, and
+    ``$`` lets a trailing newline through)."""
+
+    default_error_messages = {"type": "must be a string"}
+
+    def __init__(self, pattern: re.Pattern[str], **kwargs: Any) -> None:
+        self.whole = pattern
+        super().__init__(f"^(?:{pattern.pattern})$", **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("type")
+        if not self.whole.fullmatch(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictURLField(serializers.URLField):
+    default_error_messages = {"type": "must be a string"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("type")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    default_error_messages = {"type": "must be an integer"}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("type")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    default_error_messages = {"type": "must be a number"}
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("type")
+        return super().to_internal_value(data)
+
+
+def workflow_key_field(**kwargs: Any) -> StrictRegexField:
+    return StrictRegexField(WORKFLOW_KEY, max_length=128,
+                            error_messages={"invalid": "a workflow key is 1-128 letters, digits, '.', '_' or '-'"},
+                            **kwargs)
+
+
+def version_hash_field(**kwargs: Any) -> StrictRegexField:
+    return StrictRegexField(VERSION_HASH, min_length=64, max_length=64,
+                            error_messages={"invalid": "a version hash is 64 lowercase hex digits"}, **kwargs)
+
+
+def vertex_field(**kwargs: Any) -> StrictRegexField:
+    return StrictRegexField(VERTEX_ID, max_length=64,
+                            error_messages={"invalid": "a vertex id is a letter or '_' then letters, digits, "
+                                                       "'_' or '-' (64 at most)"}, **kwargs)
+
+
+# --- request bodies --------------------------------------------------------------------------
+
+class StartExecution(StrictSerializer):
+    workflow = workflow_key_field(required=False, help_text="Workflow key; its current version runs.")
+    version = version_hash_field(required=False, allow_null=True,
+                                 help_text="A version hash to pin (of `workflow`, if given).")
+    input = serializers.JSONField(required=False, default=dict, allow_null=True,
+                                  help_text="The execution input (any JSON; `{}` if omitted).")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("workflow") and not attrs.get("version"):
+            raise serializers.ValidationError({"workflow": ["give a workflow key or a version hash"]})
+        return attrs
+
+
+class RetryFailedChildren(StrictSerializer):
+    spawner = vertex_field(required=False, help_text="Only children of this SPAWNER vertex.")
+
+
+class DestinationFields(StrictSerializer):
+    name = StrictRegexField(DESTINATION_NAME, max_length=100,
+                            error_messages={"invalid": "1-100 letters, digits, '.', '_' or '-'"})
+    base_url = StrictURLField(max_length=500, help_text="http(s) URL that HTTP vertex paths are appended to.")
+    timeout_seconds = StrictFloatField(required=False, min_value=0, max_value=3600,
+                                       help_text="Per-call timeout, in (0, 3600] seconds (default 10).")
+    concurrency_limit = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=INT32_MAX,
+                                           help_text="Calls in flight at once across all workers; null: unlimited.")
+    rate_per_second = StrictFloatField(required=False, allow_null=True, min_value=0,
+                                       help_text="Requests per second; null: no rate limit.")
+
+
+class CreateDestination(DestinationFields):
+    pass
+
+
+class UpdateDestination(DestinationFields):
+    """Every field optional. ``name`` is accepted only unchanged: workflows refer to a
+    destination by name, so renaming one would silently break them."""
+
+    name = StrictRegexField(DESTINATION_NAME, max_length=100, required=False,
+                            help_text="Must equal the current name (destinations cannot be renamed).")
+    base_url = StrictURLField(max_length=500, required=False)
+
+
+# --- query parameters (read from ``request.query_params.dict()``) -----------------------------
+
+class PageQuery(serializers.Serializer):
+    cursor = serializers.CharField(required=False, help_text="The `next` link's cursor (opaque).")
+    limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000,
+                                     help_text="Page size (default 100, at most 1000).")
+
+
+class ExecutionListQuery(PageQuery):
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
+    workflow = StrictRegexField(WORKFLOW_KEY, max_length=128, required=False, help_text="Workflow key.")
+    # DRF's metaclass moves declared fields off the class, so `parent` does not clash with
+    # Field.parent at run time; the stubs cannot know that.
+    parent = serializers.UUIDField(required=False, help_text="Children of this execution.")  # type: ignore[assignment]
+    top_level = serializers.BooleanField(required=False, allow_null=True, default=None,
+                                         help_text="true: only executions without a parent; false: only children.")
+
+
+class ChildrenQuery(PageQuery):
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
+    spawner = StrictRegexField(VERTEX_ID, max_length=64, required=False,
+                               help_text="Only children of this SPAWNER vertex.")
+
+
+# --- representations -------------------------------------------------------------------------
+
+def _counts(**kwargs: Any) -> serializers.DictField:
+    return serializers.DictField(
+        child=serializers.IntegerField(), **kwargs,
+        help_text="Children by status: PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED and NEVER_STARTED "
+                  "(items not spawned yet).")
+
+
+class ExecutionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices)
+    workflow = serializers.CharField(source="workflow.key", help_text="Workflow key.")
+    version = serializers.CharField(source="version.hash", help_text="Hash of the version it runs (pinned).")
+    parent = serializers.UUIDField(source="parent_id", allow_null=True)  # type: ignore[assignment] # as above
+    root = serializers.UUIDField(source="root_id", allow_null=True)  # type: ignore[assignment] # as above
+    chained_from = serializers.UUIDField(source="chained_from_id", allow_null=True)
+    spawn_vertex = serializers.CharField(allow_null=True, help_text="The parent's SPAWNER vertex (children only).")
+    item_index = serializers.IntegerField(allow_null=True, help_text="Index of its item in the fan-out.")
+    depth = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    error = serializers.CharField(allow_blank=True)
+    idempotency_key = serializers.CharField(allow_null=True)
+    created_by = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_seconds = serializers.FloatField(source="duration", allow_null=True)
+    counts = _counts(allow_null=True)
+
+
+class AncestorSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    workflow = serializers.CharField(source="workflow.key")
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices)
+    spawn_vertex = serializers.CharField(allow_null=True)
+    item_index = serializers.IntegerField(allow_null=True)
+
+
+class StepSerializer(serializers.Serializer):
+    vertex = serializers.CharField()
+    status = serializers.ChoiceField(choices=StepStatus.choices)
+    prev_vertex = serializers.CharField(allow_null=True)
+    attempt = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    due_at = serializers.DateTimeField(help_text="When a READY step may run (timers, backoff, deferrals).")
+    wait_reason = serializers.CharField(allow_blank=True)
+    destination = serializers.CharField(source="destination.name", allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    lease_expiries = serializers.IntegerField(help_text="Times a worker's lease on it expired.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class FanOutSerializer(serializers.Serializer):
+    spawner_vertex = serializers.CharField()
+    merge_vertex = serializers.CharField(allow_null=True)
+    total = serializers.IntegerField()
+    created = serializers.IntegerField(help_text="Children created so far.")
+    spawn_complete = serializers.BooleanField()
+    counts = _counts()
+    percent_finished = serializers.FloatField(source="percent")
+    merge_state = serializers.CharField(source="explanation", help_text="The merge rule and where it stands.")
+    fail_fast = serializers.BooleanField()
+    allowed_failures = serializers.IntegerField()
+    max_failure_ratio = serializers.FloatField()
+    tolerated = serializers.ListField(child=serializers.CharField())
+
+
+class ExecutionDetailSerializer(ExecutionSerializer):
+    lineage = AncestorSerializer(many=True, source="detail.lineage", help_text="Ancestors, root first.")
+    input = serializers.JSONField(source="detail.input", allow_null=True)
+    output = serializers.JSONField(source="detail.output", allow_null=True)
+    steps = StepSerializer(many=True, source="detail.steps")
+    fanouts = FanOutSerializer(many=True, source="detail.fanouts")
+
+
+class EventSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    vertex = serializers.CharField(allow_blank=True)
+    step = serializers.IntegerField(source="step_id", allow_null=True)
+    from_status = serializers.CharField(allow_blank=True)
+    to_status = serializers.CharField(allow_blank=True)
+    attempt = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+
+
+class CancelResultSerializer(serializers.Serializer):
+    execution = ExecutionSerializer()
+    cancelled = serializers.IntegerField(help_text="Executions cancelled: this one and its open descendants.")
+
+
+class RetryResultSerializer(serializers.Serializer):
+    execution = ExecutionSerializer()
+    step = StepSerializer(help_text="The step that will run again.")
+
+
+class RetriedSerializer(serializers.Serializer):
+    retried = serializers.IntegerField(help_text="Failed children put back to run.")
+
+
+class PublishedSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    hash = serializers.CharField()
+    created = serializers.BooleanField(help_text="False when this exact logic was already a version.")
+
+
+class VersionSummarySerializer(serializers.Serializer):
+    hash = serializers.CharField()
+    author = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+
+
+class WorkflowSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    current_version = serializers.CharField(source="current_version.hash", allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class WorkflowDetailSerializer(WorkflowSerializer):
+    versions = VersionSummarySerializer(many=True, source="recent_versions", help_text="Newest first (100 at most).")
+    version_count = serializers.IntegerField()
+
+
+class VersionSerializer(serializers.Serializer):
+    hash = serializers.CharField()
+    workflows = serializers.ListField(child=serializers.CharField(), help_text="Keys published with this logic.")
+    author = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    dsl = serializers.JSONField(help_text="The normalised DSL (what the hash is computed from).")
+
+
+class DestinationSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    base_url = serializers.CharField()
+    timeout_seconds = serializers.FloatField()
+    concurrency_limit = serializers.IntegerField(allow_null=True)
+    rate_per_second = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+# --- problems (for the schema; errors.py renders them) ---------------------------------------
+
+class ProblemDetailSerializer(serializers.Serializer):
+    field = serializers.CharField(required=False, help_text="Body field, query parameter or header.")
+    path = serializers.CharField(required=False, help_text="JSON path into the submitted document.")
+    message = serializers.CharField()
+
+
+class ProblemSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    title = serializers.CharField()
+    status = serializers.IntegerField()
+    code = serializers.CharField(help_text="Machine-readable: invalid, invalid-workflow, not-found, conflict, …")
+    detail = serializers.CharField()
+    errors = ProblemDetailSerializer(many=True)  # type: ignore[assignment] # a declared field, as above

@@ -1,0 +1,84 @@
+"""Operator actions on executions (S9): retry a failed execution or step, retry every
+failed child of a fan-out, cancel. Each needs the operator role and is audited."""
+
+from __future__ import annotations
+
+import uuid
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from executions import services
+from executions.api import queries
+from executions.api import serializers as s
+from executions.api.schema import problems
+from executions.api.views.base import ApiView, acting, body
+from executions.models import Step
+from workflows.models import Role, Workspace
+
+TAG = ["executions"]
+NOT_RETRYABLE = problems(s409="Not in a state that allows this (not FAILED, failed by design on a FAIL "
+                              "vertex, or under a cancelled ancestor).")
+
+
+class RetryExecution(ApiView):
+    @extend_schema(operation_id="retry_execution", tags=TAG, request=None,
+                   description="Retry a FAILED execution (a child or a top-level one): same id, same "
+                               "idempotency key, a new attempt of the step it failed on. A parent whose merge "
+                               "failed re-evaluates when its retried children finish.",
+                   responses={200: s.RetryResultSerializer, **NOT_RETRYABLE})
+    def post(self, request: Request, id: uuid.UUID) -> Response:
+        principal = self.principal
+        with acting(principal, "execution.retry", Role.OPERATOR, target=str(id), what="retry executions"):
+            step = services.retry_execution(services.get_execution(principal.workspace, id), actor=principal.label)
+        return _retried(principal.workspace, id, step)
+
+
+class RetryStep(ApiView):
+    @extend_schema(operation_id="retry_step", tags=TAG, request=None,
+                   description="Retry one FAILED step. A failed SPAWNER re-links the children that exist "
+                               "(failed ones are not re-run) and creates only the never-started ones.",
+                   responses={200: s.RetryResultSerializer, **NOT_RETRYABLE})
+    def post(self, request: Request, id: uuid.UUID, vertex: str) -> Response:
+        principal = self.principal
+        with acting(principal, "step.retry", Role.OPERATOR, target=f"{id}/{vertex}", what="retry steps"):
+            step = services.retry_step(services.get_execution(principal.workspace, id), vertex,
+                                       actor=principal.label)
+        return _retried(principal.workspace, id, step)
+
+
+def _retried(workspace: Workspace, execution_id: uuid.UUID, step: Step) -> Response:
+    execution = queries.execution(workspace, execution_id)
+    return Response(s.RetryResultSerializer({"execution": execution, "step": step}).data)
+
+
+class RetryFailedChildren(ApiView):
+    @extend_schema(operation_id="retry_failed_children", tags=TAG, request=s.RetryFailedChildren,
+                   description="Retry every FAILED child (of one SPAWNER, if `spawner` is given) in one "
+                               "transaction. Children that failed on a FAIL vertex are left alone. The body "
+                               "may be empty.",
+                   responses={200: s.RetriedSerializer, **problems(s409="The execution or an ancestor was "
+                                                                        "cancelled.")})
+    def post(self, request: Request, id: uuid.UUID) -> Response:
+        data = body(s.RetryFailedChildren, request)
+        principal = self.principal
+        with acting(principal, "execution.retry-failed-children", Role.OPERATOR, target=str(id),
+                    what="retry executions"):
+            retried = services.retry_failed_children(services.get_execution(principal.workspace, id),
+                                                     spawner=data.get("spawner"), actor=principal.label)
+        return Response(s.RetriedSerializer({"retried": retried}).data)
+
+
+class CancelExecution(ApiView):
+    @extend_schema(operation_id="cancel_execution", tags=TAG, request=None,
+                   description="Cancel an execution and every open descendant (chained executions are "
+                               "independent and keep running).",
+                   responses={200: s.CancelResultSerializer, **problems(s409="The execution already finished.")})
+    def post(self, request: Request, id: uuid.UUID) -> Response:
+        principal = self.principal
+        with acting(principal, "execution.cancel", Role.OPERATOR, target=str(id), what="cancel executions"):
+            cancelled = services.cancel_execution(services.get_execution(principal.workspace, id),
+                                                  actor=principal.label)
+        execution = queries.execution(principal.workspace, id)
+        return Response(s.CancelResultSerializer({"execution": execution, "cancelled": cancelled}).data)

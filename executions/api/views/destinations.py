@@ -1,0 +1,67 @@
+"""Destinations (S11): the external systems HTTP vertices call, with their concurrency
+limits. Listing needs any role; creating and editing need the operator role."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from executions import destinations
+from executions.api import pagination, queries
+from executions.api import serializers as s
+from executions.api.errors import BadRequest
+from executions.api.schema import page_of, problems
+from executions.api.views.base import ApiView, acting, body, query
+from workflows.models import Role
+
+TAG = ["destinations"]
+
+
+class DestinationList(ApiView):
+    @extend_schema(operation_id="list_destinations", tags=TAG, parameters=[s.PageQuery],
+                   responses={200: page_of(s.DestinationSerializer, "Destination")})
+    def get(self, request: Request) -> Response:
+        params = query(s.PageQuery, request)
+        after = pagination.decode_cursor(params.get("cursor"), pagination.text)
+        rows = queries.destinations_page(self.principal.workspace, after=after[0] if after else None,
+                                         limit=params["limit"])
+        return pagination.page(request, rows, params["limit"], lambda row: [row.name],
+                               lambda rows: s.DestinationSerializer(rows, many=True).data)
+
+
+class CreateDestination(ApiView):
+    @extend_schema(operation_id="create_destination", tags=TAG, request=s.CreateDestination,
+                   responses={201: s.DestinationSerializer,
+                              **problems(s409="A destination with this name already exists.")})
+    def post(self, request: Request) -> Response:
+        data = body(s.CreateDestination, request)
+        principal = self.principal
+        with acting(principal, "destination.create", Role.OPERATOR, target=data["name"],
+                    what="create destinations"):
+            created = destinations.create_destination(principal.workspace, **data)
+        location = request.build_absolute_uri(reverse("api:destination", kwargs={"name": created.name}))
+        return Response(s.DestinationSerializer(created).data, status=201, headers={"Location": location})
+
+
+class DestinationDetail(ApiView):
+    @extend_schema(operation_id="get_destination", tags=TAG, responses={200: s.DestinationSerializer})
+    def get(self, request: Request, name: str) -> Response:
+        return Response(s.DestinationSerializer(queries.destination(self.principal.workspace, name)).data)
+
+
+class UpdateDestination(ApiView):
+    @extend_schema(operation_id="update_destination", tags=TAG, request=s.UpdateDestination,
+                   description="Change a destination's URL, timeout or limits; a new concurrency limit "
+                               "applies at the next claim on every worker.",
+                   responses={200: s.DestinationSerializer})
+    def patch(self, request: Request, name: str) -> Response:
+        data = body(s.UpdateDestination, request)
+        if data.pop("name", name) != name:
+            raise BadRequest("destinations cannot be renamed: workflows refer to them by name",
+                             errors=[{"field": "name", "message": "must equal the current name"}])
+        principal = self.principal
+        with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations"):
+            updated = destinations.update_destination(queries.destination(principal.workspace, name), **data)
+        return Response(s.DestinationSerializer(updated).data)

@@ -1,0 +1,100 @@
+"""Starting executions and reading them: lists, one execution's detail, children, events."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from executions import services
+from executions.api import pagination, queries
+from executions.api import serializers as s
+from executions.api.schema import page_of, problems
+from executions.api.views.base import ApiView, acting, body, header, query
+from workflows.models import Role
+
+TAG = ["executions"]
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False, pattern=r"^[!-~](?:[ -~]{0,253}[!-~])?$",
+    description="Makes the start safe to repeat: the same key with the same body returns the same "
+                "execution (200); the same key with another body is a 409.")
+
+
+class ExecutionList(ApiView):
+    @extend_schema(operation_id="list_executions", tags=TAG, parameters=[s.ExecutionListQuery],
+                   description="Newest first.", responses={200: page_of(s.ExecutionSerializer, "Execution")})
+    def get(self, request: Request) -> Response:
+        params = query(s.ExecutionListQuery, request)
+        after = pagination.decode_cursor(params.get("cursor"), pagination.moment, pagination.uuid_)
+        rows = queries.executions_page(
+            self.principal.workspace, status=params.get("status"), workflow=params.get("workflow"),
+            parent=params.get("parent"), top_level=params.get("top_level"), after=after, limit=params["limit"])
+        return pagination.page(request, rows, params["limit"], queries.execution_key,
+                               lambda rows: s.ExecutionSerializer(rows, many=True).data)
+
+
+class StartExecution(ApiView):
+    @extend_schema(
+        operation_id="start_execution", tags=TAG, request=s.StartExecution, parameters=[IDEMPOTENCY_KEY],
+        description="Start an execution of a workflow's current version, or of a pinned version. "
+                    "Needs the operator role.",
+        responses={201: OpenApiResponse(s.ExecutionSerializer, description="Started."),
+                   200: OpenApiResponse(s.ExecutionSerializer, description="Started earlier with this "
+                                                                           "Idempotency-Key and body."),
+                   **problems(s404="No such workflow or version in this workspace.",
+                              s409="The idempotency key was used with another body, or the workflow has "
+                                   "no published version.",
+                              s429="The workspace's daily execution quota is used up.")})
+    def post(self, request: Request) -> Response:
+        data = body(s.StartExecution, request)
+        key = header(request, "Idempotency-Key")
+        principal = self.principal
+        target = data.get("workflow") or data["version"]
+        with acting(principal, "execution.start", Role.OPERATOR, target=target, what="start executions"):
+            started = services.start_execution(principal.workspace, workflow=data.get("workflow"),
+                                               version=data.get("version"), input=data["input"],
+                                               idempotency_key=key, created_by=principal.label)
+        execution = queries.execution(principal.workspace, started.execution.pk)
+        location = request.build_absolute_uri(reverse("api:execution", kwargs={"id": execution.pk}))
+        return Response(s.ExecutionSerializer(execution).data, status=201 if started.created else 200,
+                        headers={"Location": location})
+
+
+class ExecutionDetail(ApiView):
+    @extend_schema(operation_id="get_execution", tags=TAG, responses={200: s.ExecutionDetailSerializer},
+                   description="Status, pinned version, lineage, timings, input and output, steps, and for a "
+                               "fan-out its counts by status and the merge state.")
+    def get(self, request: Request, id: uuid.UUID) -> Response:
+        execution = queries.with_detail(queries.execution(self.principal.workspace, id))
+        return Response(s.ExecutionDetailSerializer(execution).data)
+
+
+class ExecutionChildren(ApiView):
+    @extend_schema(operation_id="list_children", tags=TAG, parameters=[s.ChildrenQuery],
+                   description="A fan-out's children in item order.",
+                   responses={200: page_of(s.ExecutionSerializer, "Child")})
+    def get(self, request: Request, id: uuid.UUID) -> Response:
+        params = query(s.ChildrenQuery, request)
+        after = pagination.decode_cursor(params.get("cursor"), pagination.text, pagination.int32)
+        parent = queries.execution(self.principal.workspace, id)
+        rows = queries.children_page(parent, status=params.get("status"), spawner=params.get("spawner"),
+                                     after=after, limit=params["limit"])
+        return pagination.page(request, rows, params["limit"], queries.child_key,
+                               lambda rows: s.ExecutionSerializer(rows, many=True).data)
+
+
+class ExecutionEvents(ApiView):
+    @extend_schema(operation_id="list_events", tags=TAG, parameters=[s.PageQuery],
+                   description="Every status transition of the execution and its steps, oldest first.",
+                   responses={200: page_of(s.EventSerializer, "Event")})
+    def get(self, request: Request, id: uuid.UUID) -> Response:
+        params = query(s.PageQuery, request)
+        after = pagination.decode_cursor(params.get("cursor"), pagination.int64)
+        execution = queries.execution(self.principal.workspace, id)
+        rows = queries.events_page(execution, after=after[0] if after else None, limit=params["limit"])
+        return pagination.page(request, rows, params["limit"], lambda row: [row.id],
+                               lambda rows: s.EventSerializer(rows, many=True).data)
