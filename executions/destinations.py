@@ -58,6 +58,9 @@ def live_counts(destination_ids: list[int]) -> dict[int, dict[str, Any]]:
 # --- writes -------------------------------------------------------------------------------------
 
 EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second")
+MAX_URL = 500  # the column's length
+MAX_LIMIT = 1_000_000
+MAX_RATE = 1_000_000.0
 
 
 def _validated(fields: dict[str, Any]) -> dict[str, Any]:
@@ -79,9 +82,11 @@ def _validated(fields: dict[str, Any]) -> dict[str, Any]:
     if "base_url" in fields:
         try:
             URLValidator(schemes=["http", "https"])(fields["base_url"])
+            if len(fields["base_url"]) > MAX_URL:
+                raise ValidationError("too long")
             clean["base_url"] = str(fields["base_url"])
         except (ValidationError, TypeError):
-            errors.append({"field": "base_url", "message": "must be an http(s) URL"})
+            errors.append({"field": "base_url", "message": f"must be an http(s) URL of at most {MAX_URL} characters"})
     if "timeout_seconds" in fields:
         value = fields["timeout_seconds"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
@@ -90,14 +95,17 @@ def _validated(fields: dict[str, Any]) -> dict[str, Any]:
             clean["timeout_seconds"] = float(value)
     if "concurrency_limit" in fields:
         value = fields["concurrency_limit"]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            errors.append({"field": "concurrency_limit", "message": "must be a non-negative integer, or empty"})
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LIMIT):
+            errors.append({"field": "concurrency_limit",
+                           "message": f"must be an integer from 0 to {MAX_LIMIT:,}, or empty (unlimited)"})
         else:
             clean["concurrency_limit"] = value
     if "rate_per_second" in fields:
         value = fields["rate_per_second"]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            errors.append({"field": "rate_per_second", "message": "must be a positive number, or empty"})
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value <= MAX_RATE):
+            errors.append({"field": "rate_per_second",
+                           "message": f"must be a number in (0, {MAX_RATE:,}], or empty (no rate limit)"})
         else:
             clean["rate_per_second"] = None if value is None else float(value)
     if errors:

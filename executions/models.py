@@ -84,6 +84,8 @@ class Execution(models.Model):
         ]
         indexes = [
             models.Index(fields=["workspace", "-created_at"], name="execution_ws_created"),
+            models.Index(fields=["workspace", "-created_at"], name="execution_ws_top_level",
+                         condition=Q(parent__isnull=True)),
             models.Index(fields=["workspace", "status", "-created_at"], name="execution_ws_status"),
             models.Index(fields=["workflow", "-created_at"], name="execution_workflow"),
             models.Index(fields=["parent", "status"], name="execution_parent_status"),

@@ -5,6 +5,7 @@ capacity with a high-water mark that fan-outs respect."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,12 +47,24 @@ class PayloadError(ValueError):
     pass
 
 
+# A JSON "\u0000" escape that is not itself an escaped backslash followed by "u0000".
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def encode(value: Any) -> str:
-    """The stored JSON text of a value; raises PayloadError if it is not JSON."""
+    """The stored JSON text of a value; raises PayloadError if it is not JSON that
+    PostgreSQL's jsonb can store (no NaN/Infinity, no NUL character, no lone surrogate)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise PayloadError(f"not JSON-serialisable: {error}") from error
+    if _NUL_ESCAPE.search(text):
+        raise PayloadError("not storable: it contains a NUL character (\\u0000), which jsonb cannot hold")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise PayloadError("not storable: it contains an unpaired UTF-16 surrogate") from error
+    return text
 
 
 def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:

@@ -8,10 +8,12 @@ Each service is one transaction that follows the lock order in state.py, and rai
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
 from executions import engine, kick, payloads, quotas, state
@@ -29,6 +31,9 @@ INSERT_EXECUTION = """
     ON CONFLICT (workspace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
 """
+
+
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,8 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
     """Start an execution of ``workflow`` (its current version) or of version ``version``."""
     if workflow is None and version is None:
         raise Invalid("give a workflow key or a version hash")
-    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 255:
-        raise Invalid("an idempotency key is 1 to 255 characters")
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        raise Invalid("an idempotency key is 1 to 255 printable ASCII characters")
     try:
         fingerprint = request_hash(workflow, version, input)
     except payloads.PayloadError as error:
@@ -278,6 +283,6 @@ def get_execution(workspace: Workspace, execution_id: Any) -> Execution:
     try:
         return Execution.objects.select_related("version", "workflow", "parent").get(
             pk=execution_id, workspace=workspace)
-    except (Execution.DoesNotExist, ValueError) as error:
+    except (Execution.DoesNotExist, ValueError, ValidationError) as error:
         raise NotFound(f"no execution {execution_id}") from error
 

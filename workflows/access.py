@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from workflows.models import ApiToken, Membership, Role, Workspace
 
+LAST_USED_PRECISION = timedelta(minutes=1)
 TOKEN_PREFIX = "sbt_"  # noqa: S105 - a public marker, not a secret
 
 
@@ -73,7 +75,10 @@ def principal_for_token(secret: str) -> Principal | None:
                                                                 revoked_at__isnull=True).first()
     if token is None:
         return None
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
+        # At most one write a minute per token: reads stay reads.
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return Principal(token.workspace, token.role, f"token:{token.name}")
 
 

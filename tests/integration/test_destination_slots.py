@@ -126,6 +126,8 @@ def test_a_request_rate_limit_spends_tokens(workspace):
     ({"timeout_seconds": 0}, "timeout_seconds"),
     ({"base_url": "ftp://x"}, "base_url"),
     ({"rate_per_second": 0}, "rate_per_second"),
+    ({"concurrency_limit": 2**40}, "concurrency_limit"),
+    ({"base_url": "http://example.com/" + "x" * 500}, "base_url"),
     ({"name": "new-name"}, "name"),
 ])
 def test_destination_edits_are_validated(workspace, fields, field):

@@ -468,3 +468,39 @@ def test_handlers_see_attempts_and_a_stable_key(workspace):
     assert [(c[1], c[2]) for c in handlers.calls] == [("t", 2)]
     assert helpers.step(execution, "t").attempt == 2
     assert timedelta(0) <= (helpers.refresh(execution).finished_at - helpers.refresh(execution).started_at)
+
+
+@pytest.mark.parametrize("bad", ["nul \x00 inside", {"k": "lone \ud800 surrogate"}, float("nan"), {"n": 1e400}])
+def test_inputs_postgresql_cannot_store_are_refused_before_anything_is_written(workspace, bad):
+    from executions.errors import Invalid
+
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    with pytest.raises(Invalid, match="input is not"):
+        services.start_execution(workspace, workflow="noop", input=bad)
+    assert not Execution.objects.exists()
+
+
+def test_an_escaped_backslash_before_u0000_is_ordinary_text(workspace):
+    helpers.publish(workspace, "echo", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.echo"}}})
+    execution = helpers.start(workspace, "echo", {"text": "C:\\u0000dir"})
+    helpers.run_engine()
+    from executions import selectors
+
+    assert selectors.output_of(helpers.refresh(execution)) == {"text": "C:\\u0000dir"}
+
+
+@pytest.mark.parametrize("key", ["", " leading-space", "tab\tkey", "nul\x00", "é", "x" * 256])
+def test_idempotency_keys_are_printable_ascii(workspace, key):
+    from executions.errors import Invalid
+
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    with pytest.raises(Invalid, match="idempotency key"):
+        services.start_execution(workspace, workflow="noop", input={}, idempotency_key=key)
+
+
+def test_a_malformed_execution_id_is_not_found(workspace):
+    from executions.errors import NotFound
+
+    for bad in ("not-a-uuid", "00000000-0000-0000-0000-00000000000g", 42):
+        with pytest.raises(NotFound):
+            services.get_execution(workspace, bad)
