@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psutil
 
@@ -28,25 +28,51 @@ ENGINE_TABLES = [
 ]
 
 
+def in_database(name: str) -> bool:
+    return os.environ.get("SB_DB_NAME") == name
+
+
 def in_bench_database() -> bool:
-    return os.environ.get("SB_DB_NAME") == BENCH_DB
+    return in_database(BENCH_DB)
+
+
+def ensure_database(name: str, conninfo: str | None = None) -> None:
+    """Create database ``name`` if it does not exist, on the configured server or, given
+    ``conninfo`` (of a maintenance database such as ``postgres``), on that server."""
+    import psycopg
+    from psycopg import errors, sql
+
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if conninfo is not None:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+                with contextlib.suppress(errors.DuplicateDatabase):
+                    conn.execute(statement)
+        return
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+        if cursor.fetchone() is None:
+            with contextlib.suppress(errors.DuplicateDatabase):
+                cursor.execute(statement.as_string(cursor.connection))
+
+
+def reexec_in_database(name: str, argv: list[str], *, env: dict[str, str] | None = None,
+                       conninfo: str | None = None) -> NoReturn:
+    """Create and migrate database ``name`` (on the configured server, or the one at
+    ``conninfo``), then re-run this command against it with ``SB_DB_NAME`` and ``env`` set, so
+    benchmarks and fault scenarios never touch the main database's data."""
+    ensure_database(name, conninfo)
+    full_env = {**os.environ, **(env or {}), "SB_DB_NAME": name}
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=full_env, check=True, cwd=ROOT)  # noqa: S603
+    os.execve(sys.executable, [sys.executable, str(ROOT / "manage.py"), *argv], full_env)  # noqa: S606 - re-run ourselves
 
 
 def reexec_in_bench_database(argv: list[str]) -> None:
     """Create and migrate the benchmark database on the configured server, then re-run this
     command against it (benchmarks never touch the main database's data)."""
-    from django.db import connection
-    from psycopg import errors, sql
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DB])
-        if cursor.fetchone() is None:
-            with contextlib.suppress(errors.DuplicateDatabase):
-                cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)).as_string(
-                    cursor.connection))
-    env = {**os.environ, "SB_DB_NAME": BENCH_DB}
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], env=env, check=True, cwd=ROOT)  # noqa: S603
-    os.execve(sys.executable, [sys.executable, str(ROOT / "manage.py"), *argv], env)  # noqa: S606 - re-run ourselves
+    reexec_in_database(BENCH_DB, argv)
 
 
 def reset() -> None:
@@ -125,13 +151,18 @@ class Cluster:
         return round(max(self.peak_rss.values(), default=0) / 2**20, 1)
 
     def queries(self) -> int:
-        total = 0
-        for path in Path(self.query_dir).iterdir():
-            try:
-                total += int(path.read_text() or 0)
-            except (OSError, ValueError):
-                continue
-        return total
+        from executions import instrumentation
+
+        return int(sum(count for count, _ in instrumentation.read(self.query_dir).values()))
+
+    def query_profile(self, top: int = 12) -> list[dict[str, Any]]:
+        """Database time by statement shape, largest first (for docs/performance.md)."""
+        from executions import instrumentation
+
+        totals = instrumentation.read(self.query_dir)
+        ranked = sorted(totals.items(), key=lambda item: -item[1][1])[:top]
+        return [{"statement": key, "calls": int(count), "seconds": round(seconds, 3)}
+                for key, (count, seconds) in ranked]
 
     def kill_pid(self, pid: int) -> None:
         os.kill(pid, signal.SIGKILL)

@@ -48,7 +48,7 @@ def verify(execution_id: Any, items: int) -> dict[str, Any]:
             "merge": merge.status, "ok": ok}
 
 
-def run(items: int, workers: int, *, timeout: float = 600.0) -> dict[str, Any]:
+def run(items: int, workers: int, *, timeout: float = 600.0, profile_queries: bool = False) -> dict[str, Any]:
     reset()
     workspace = Workspace.objects.get(slug="default")
     publish(workspace)
@@ -64,6 +64,7 @@ def run(items: int, workers: int, *, timeout: float = 600.0) -> dict[str, Any]:
         time.sleep(1.5)  # let idle workers flush their statement counts
         queries = cluster.queries() - queries_before
         peak = cluster.peak_rss_mb()
+        profile = cluster.query_profile() if profile_queries else None
     finally:
         cluster.stop()
     spawner = Step.objects.get(execution=execution, vertex="fanout")
@@ -77,4 +78,6 @@ def run(items: int, workers: int, *, timeout: float = 600.0) -> dict[str, Any]:
         "queries_per_child": round(queries / items, 3) if items else 0.0,
     }
     result.update(verify(execution.pk, items))
+    if profile is not None:
+        result["db_time_by_statement"] = profile
     return result

@@ -25,6 +25,7 @@ class Command(BaseCommand):
         fanout = sub.add_parser("fanout", help="N-item fan-out through a merge on a real qcluster")
         fanout.add_argument("--items", type=int, default=10_000)
         fanout.add_argument("--workers", type=int, default=2)
+        fanout.add_argument("--profile", action="store_true", help="add database time by statement shape")
         floor = sub.add_parser("floor", help="raw bulk INSERT of N child and N step rows")
         floor.add_argument("--items", type=int, default=10_000)
         floor.add_argument("--workers", type=int, default=2)
@@ -55,7 +56,7 @@ class Command(BaseCommand):
     def _fanout(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import fanout
 
-        return fanout.run(options["items"], options["workers"])
+        return fanout.run(options["items"], options["workers"], profile_queries=options["profile"])
 
     def _floor(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import fanout, floor
