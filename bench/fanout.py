@@ -68,6 +68,7 @@ def run(items: int, workers: int, *, timeout: float = 600.0, profile_queries: bo
     finally:
         cluster.stop()
     spawner = Step.objects.get(execution=execution, vertex="fanout")
+    assert spawner.started_at and spawner.finished_at  # noqa: S101 - verify() below fails the run otherwise
     result = {
         "items": items,
         "workers": workers,

@@ -255,7 +255,7 @@ def create_steps(cursor: Any, entries: Sequence[tuple[ExecutionInfo, ast.Vertex,
 
 
 def _fenced_rows(results: Sequence[tuple[StepRun, Outcome]], **columns: tuple[str, Any]) -> state.Source:
-    spec = {"lease_token": ("uuid", [r.claimed.lease_token for r, _ in results])}
+    spec: dict[str, tuple[str, Sequence[Any]]] = {"lease_token": ("uuid", [r.claimed.lease_token for r, _ in results])}
     for name, (sql_type, getter) in columns.items():
         spec[name] = (sql_type, [getter(r, o) for r, o in results])
     return state.rows(spec, id_values=[r.step_id for r, _ in results])

@@ -7,6 +7,7 @@ PostgreSQL — a 100,000-child execution costs the same few queries as a small o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,7 +160,7 @@ class LongTail:
     p99: float | None
     max: float | None
     buckets: list[tuple[float, float, int]]  # (from seconds, to seconds, children)
-    slowest: list[Execution]
+    slowest: Sequence[Execution]
 
 
 def long_tail(parent: Execution, *, buckets: int = 20) -> LongTail:

@@ -119,7 +119,7 @@ _EXECUTION_AUTO = {
 def _statement(*, table: str, kind: str, to: str, sources: list[str], source: Source, sets: dict[str, str],
                fenced: bool, skip_locked: bool, returning: Sequence[str], message: str | None) -> tuple[str, dict]:
     is_step = kind == "step"
-    auto = (_STEP_AUTO if is_step else _EXECUTION_AUTO)[to]
+    auto = (_STEP_AUTO if is_step else _EXECUTION_AUTO)[to]  # type: ignore[index]  # str-valued enums
     assignments = {**auto, **sets}
     if "status" in assignments:
         raise ValueError("status is set by the transition itself")

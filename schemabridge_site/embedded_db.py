@@ -83,7 +83,7 @@ def _pg_ctl(server: object, *args: str) -> None:
     from pgserver._commands import POSTGRES_BIN_PATH
 
     user = getattr(server, "system_user", None)
-    pgdata = Path(server.pgdata)
+    pgdata = Path(server.pgdata)  # type: ignore[attr-defined]  # pgserver's PostgresServer
     # The server inherits pg_ctl's stdout/stderr; a pipe would keep this call waiting for
     # as long as the server lives. Its output goes to the log file instead.
     subprocess.run(  # noqa: S603 - fixed binary from the pgserver wheel, no shell

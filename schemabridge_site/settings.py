@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -97,10 +98,10 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict[str, object]:
+def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL", "").strip()
     if url:
-        config: dict[str, object] = dict(dj_database_url.parse(url))
+        config: dict[str, Any] = dict(dj_database_url.parse(url))
     else:
         from schemabridge_site import embedded_db
 
@@ -205,7 +206,7 @@ else:
     Q_CLUSTER["orm"] = "default"
 
 # --- SchemaBridge engine ----------------------------------------------------------------
-SB = {
+SB: dict[str, Any] = {
     # Steps claimed per round trip by a worker.
     "CLAIM_BATCH": env_int("SB_CLAIM_BATCH", 256),
     # Threads per worker process running claimed steps (handlers are mostly I/O bound).

@@ -31,7 +31,7 @@ def run(step: Any) -> Outcome:
 def _due(vertex: ast.Timer, step: Any) -> datetime:
     if vertex.seconds is not None:
         return step.db_now + timedelta(seconds=vertex.seconds)
-    value = resolve(vertex.until, step.context) if is_path_string(vertex.until) else vertex.until
+    value = resolve(str(vertex.until), step.context) if is_path_string(vertex.until) else vertex.until
     try:
         due = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError as error:

@@ -119,7 +119,7 @@ class Command(BaseCommand):
             while not stop["now"]:
                 for proc in procs:
                     if proc.poll() is not None:
-                        raise SystemExit(f"process {proc.args} exited with {proc.returncode}")
+                        raise SystemExit(f"process {proc.args!r} exited with {proc.returncode}")
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass

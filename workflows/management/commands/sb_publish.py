@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
             raise CommandError(f"no workspace '{options['workspace']}'") from error
         source = options["file"]
         try:
-            text = self.stdin.read() if source == "-" else Path(source).read_text()
+            text = sys.stdin.read() if source == "-" else Path(source).read_text()
             doc = json.loads(text)
         except OSError as error:
             raise CommandError(f"cannot read {source}: {error}") from error
