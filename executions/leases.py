@@ -203,6 +203,21 @@ def heartbeat(cursor: Any, leases: list[Lease]) -> set[int]:
     return {row[0] for row in cursor.fetchall()}
 
 
+def release(cursor: Any, leases_: list[Lease]) -> int:
+    """Hand steps back (RUNNING → READY, no attempt consumed) when their worker shuts down,
+    so another worker takes them now instead of after the lease expires. Fenced: a step
+    whose lease is no longer ours is left alone."""
+    if not leases_:
+        return 0
+    moved = state.move_steps(
+        cursor, S.READY, state.rows({"lease_token": ("uuid", [lease.token for lease in leases_])},
+                                    id_values=[lease.step_id for lease in leases_]),
+        from_=[S.RUNNING], fenced=True, sets={"due_at": "now()"},
+        message="released: its worker is shutting down",
+    )
+    return len(moved)
+
+
 def reap(cursor: Any, limit: int = 1000) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return expired leases to READY (attempt + 1) or fail steps out of attempts.
 

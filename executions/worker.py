@@ -17,8 +17,11 @@ make sure a drain runs when work is due. Cluster start-up (``post_spawn``) kicks
 from __future__ import annotations
 
 import logging
+import os
+import queue
+import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +46,9 @@ NEXT_DUE = """
 WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status IN ('READY', 'RUNNING'))"
 
 REAP_EVERY = 5.0  # seconds between reaper runs inside a live drain
+STOP_CHECK_EVERY = 1.0  # seconds between checks that our cluster is stopping
+SHUTDOWN_GRACE = 3.0  # seconds in-flight steps get to finish when the cluster stops
+IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluster, reaping)
 CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
 
 
@@ -52,6 +58,44 @@ class InFlight:
     started: float = 0.0  # monotonic time the handler started (0: still queued)
     deadline: float | None = None
     results: list[Outcome] = field(default_factory=list)
+
+
+class StepPool:
+    """A fixed pool of *daemon* threads running steps. Not ThreadPoolExecutor: its threads
+    are joined at interpreter exit, so one handler still running after its step timed out
+    or was released at shutdown would keep a stopping worker process alive."""
+
+    def __init__(self, threads: int) -> None:
+        self.queue: queue.SimpleQueue[tuple[Future[Any], Any, tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._work, name=f"sb-step-{i}", daemon=True) for i in range(threads)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while (item := self.queue.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:
+                future.set_exception(error)
+
+    def shutdown(self, wait: bool = False, *, cancel_futures: bool = True) -> None:
+        while cancel_futures:
+            try:
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self.threads:
+            self.queue.put(None)
 
 
 class InlineExecutor:
@@ -80,12 +124,11 @@ class Drain:
         self.batch = int(conf["CLAIM_BATCH"] if batch is None else batch)
         threads = int(conf["STEP_THREADS"] if threads is None else threads)
         # threads=0 runs steps inline on the calling thread (tests, single-step debugging).
-        self.pool: ThreadPoolExecutor | InlineExecutor = (
-            ThreadPoolExecutor(threads, thread_name_prefix="sb-step") if threads > 0 else InlineExecutor()
-        )
+        self.pool: StepPool | InlineExecutor = StepPool(threads) if threads > 0 else InlineExecutor()
         self.in_flight: dict[Future[Outcome], InFlight] = {}
         self.listener: psycopg.Connection[Any] | None = None
-        self.last_heartbeat = self.last_reap = self.next_claim_at = 0.0
+        self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
+        self.stopping_since: float | None = None
         self.steps_done = 0
         # linger=False: stop as soon as nothing is claimable now (tests; never waits on timers).
         self.linger = linger
@@ -98,7 +141,9 @@ class Drain:
         try:
             while True:
                 now = time.monotonic()
-                out_of_time = now - started > self.max_seconds
+                if self._stopping(now) and self._shut_down(now):
+                    break
+                out_of_time = now - started > self.max_seconds or self.stopping_since is not None
                 claimed = 0
                 if not out_of_time and now >= self.next_claim_at:
                     claimed = self._claim_and_submit()
@@ -120,6 +165,30 @@ class Drain:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self._close_listener()
         return self.steps_done
+
+    def _stopping(self, now: float) -> bool:
+        if self.stopping_since is None and now - self.last_stop_check > STOP_CHECK_EVERY:
+            self.last_stop_check = now
+            if cluster_stopping():
+                log.info("the cluster is stopping: this drain claims nothing more")
+                self.stopping_since = now
+        return self.stopping_since is not None
+
+    def _shut_down(self, now: float) -> bool:
+        """While stopping: True once in-flight steps finished, or — after a short grace —
+        were released for another worker (their late results are then fenced off)."""
+        if not self.in_flight:
+            return True
+        if now - (self.stopping_since or now) < SHUTDOWN_GRACE:
+            return False
+        leases_ = [entry.run.claimed.lease for entry in self.in_flight.values()]
+        with transaction.atomic(), connection.cursor() as cursor:
+            released = leases.release(cursor, leases_)
+            if released:
+                kick.work_created(cursor)
+        log.info("released %s unfinished steps for other workers", released)
+        self.in_flight.clear()
+        return True
 
     def _claim_and_submit(self) -> int:
         room = self.batch - len(self.in_flight)
@@ -207,12 +276,12 @@ class Drain:
             idle_left = self.idle_seconds - (time.monotonic() - idle_since)
             if idle_left <= 0:
                 return False
-            self._listen(min(idle_left, REAP_EVERY))
+            self._listen(min(idle_left, IDLE_WAKE))
         else:
             # Due work we could not claim (its destination is saturated, or another worker
             # holds it) is retried shortly; a future timer or lease expiry is waited for
             # exactly, and the reaper runs right after it.
-            if not self._listen(min(max(float(next_due), CLAIM_RETRY), REAP_EVERY)):
+            if not self._listen(min(max(float(next_due), CLAIM_RETRY), IDLE_WAKE)):
                 self.last_reap = 0.0
         return True
 
@@ -252,6 +321,23 @@ def _release_slot(slot: int) -> None:
             cursor.execute(RELEASE_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot})
     except DatabaseError:
         log.warning("could not release drain slot %s (the connection is gone, so is the lock)", slot)
+
+
+def cluster_stopping() -> bool:
+    """Is the qcluster that runs this worker process stopping? django-q2 publishes each
+    cluster's status in the shared cache (settings.CACHES) while it runs and stops; a worker
+    finds its own cluster by its sentinel's pid (its parent). Outside a cluster: False."""
+    from django_q.conf import Conf
+    from django_q.status import Stat
+
+    parent = os.getppid()
+    try:
+        for stat in Stat.get_all():
+            if getattr(stat, "sentinel", None) == parent:
+                return stat.status in (Conf.STOPPING, Conf.STOPPED)
+    except DatabaseError:
+        return False
+    return False
 
 
 def work_pending() -> bool:

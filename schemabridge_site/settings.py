@@ -121,6 +121,16 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+
+# A cache shared by every process on the database: django-q2 publishes its clusters' status
+# there (qinfo/qmonitor see every worker host), and drains read it to notice that their
+# cluster is stopping (executions/worker.py). The table is created by a migration.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "sb_cache",
+    },
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -238,10 +248,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"not_demo_ledger": {"()": "schemabridge_site.logfilters.NotDemoLedger"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "pgserver": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        # django-q2 logs every task at INFO; a drain is a task, so that is noise by default.
+        "django-q": {"level": os.environ.get("SB_Q_LOG_LEVEL", "WARNING")},
+        # The demo ledger refuses some entries with 503 on purpose; that is not a server error.
+        "django.request": {"level": "ERROR", "filters": ["not_demo_ledger"]},
     },
 }

@@ -63,6 +63,15 @@ class Cluster:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
+    def terminate(self, timeout: float = 30.0) -> float:
+        """Ask the cluster to stop, as an operator would (SIGTERM to its main process only);
+        returns how long it took."""
+        assert self.proc is not None
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=timeout)
+        return time.monotonic() - started
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)

@@ -58,3 +58,22 @@ def test_a_multi_step_workflow_survives_kill_9_of_the_cluster(qcluster):
     keys = {request["headers"]["Idempotency-Key"] for request in recorder.requests}
     assert len(recorder.requests) == 2 and keys == {f"sb:{execution.pk}:write"}
     assert [s.attempt for s in Execution.objects.get(pk=execution.pk).steps.order_by("id")] == [1, 1, 1, 2, 1]
+
+
+def test_a_stopping_cluster_hands_its_running_steps_back_at_once(qcluster):
+    """SIGTERM (an orderly stop): drains notice their cluster stopping, claim nothing more,
+    and release steps still running so another worker takes them without waiting for the
+    lease to expire (and without consuming an attempt)."""
+    from executions.models import Event
+
+    workspace = helpers.default_workspace()
+    doc = {"start": "work", "vertices": {"work": {"type": "TASK", "handler": "demo.sleep", "timeoutSeconds": 120}}}
+    helpers.publish(workspace, "long", doc)
+    execution = helpers.start(workspace, "long", {"seconds": 60})
+    first = qcluster(workers=2, SB_LEASE_SECONDS="60")
+    wait_for(lambda: helpers.step(execution, "work").status == "RUNNING", timeout=60, what="the step to start")
+    took = first.terminate()
+    assert took < 20, f"the cluster took {took:.1f}s to stop"
+    step = helpers.step(execution, "work")
+    assert (step.status, step.attempt, step.lease_expiries) == ("READY", 1, 0)
+    assert Event.objects.filter(step=step, message="released: its worker is shutting down").exists()

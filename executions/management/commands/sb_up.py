@@ -43,7 +43,7 @@ class Command(BaseCommand):
             self._wait_until_serving(base_url, procs)
             started = [] if options["no_demo"] else self._start_demo(workspace)
             self._banner(base_url, password, started)
-            self._supervise(procs)
+            self._supervise(procs, watching=started)
         finally:
             self._stop(procs)
 
@@ -108,18 +108,26 @@ class Command(BaseCommand):
         lines.append("")
         self.stdout.write("\n".join(lines))
 
-    def _supervise(self, procs: list[subprocess.Popen[bytes]]) -> None:
+    def _supervise(self, procs: list[subprocess.Popen[bytes]], watching: list[Execution]) -> None:
+        """Keep both processes up (one dying stops everything) and report each demo
+        execution when it finishes."""
         stop = {"now": False}
 
         def request_stop(signum: int, frame: Any) -> None:
             stop["now"] = True
 
         signal.signal(signal.SIGTERM, request_stop)
+        pending = {execution.pk: execution.workflow.key for execution in watching}
         try:
             while not stop["now"]:
                 for proc in procs:
                     if proc.poll() is not None:
                         raise SystemExit(f"process {proc.args!r} exited with {proc.returncode}")
+                for execution in Execution.objects.filter(pk__in=list(pending)).exclude(
+                        status__in=["PENDING", "RUNNING"]):
+                    took = f" in {execution.duration:.1f}s" if execution.duration is not None else ""
+                    self.stdout.write(f"Demo {pending.pop(execution.pk)}: {execution.status}{took} "
+                                      f"(execution {execution.pk})")
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
