@@ -30,7 +30,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("SB_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("SB_PORT", "8000")))
-        parser.add_argument("--no-demo", action="store_true", help="do not start the demo executions")
+        parser.add_argument("--demo", choices=["all", "hello", "none"], default="all",
+                            help="demo executions to start: all (default), only the small hello one, or none")
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -41,7 +42,7 @@ class Command(BaseCommand):
         procs = self._start(options["host"], options["port"])
         try:
             self._wait_until_serving(base_url, procs)
-            started = [] if options["no_demo"] else self._start_demo(workspace)
+            started = self._start_demo(workspace, options["demo"])
             self._banner(base_url, password, started)
             self._supervise(procs, watching=started)
         finally:
@@ -84,11 +85,14 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         raise SystemExit(f"the web server did not answer on {base_url} within 60 s")
 
-    def _start_demo(self, workspace: Workspace) -> list[Execution]:
+    def _start_demo(self, workspace: Workspace, which: str) -> list[Execution]:
+        if which == "none":
+            return []
         hello = services.start_execution(workspace, workflow="hello", input={"who": "operator"},
                                          created_by="demo").execution
         started = [hello]
-        if not Execution.objects.filter(workflow__key="ledger-migration", workspace=workspace).exists():
+        if which == "all" and not Execution.objects.filter(workflow__key="ledger-migration",
+                                                           workspace=workspace).exists():
             started.append(services.start_execution(
                 workspace, workflow="ledger-migration", input={"entries": demo.ledger_entries(1000)},
                 idempotency_key="demo-ledger-migration", created_by="demo").execution)
