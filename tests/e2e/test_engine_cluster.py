@@ -77,3 +77,26 @@ def test_a_stopping_cluster_hands_its_running_steps_back_at_once(qcluster):
     step = helpers.step(execution, "work")
     assert (step.status, step.attempt, step.lease_expiries) == ("READY", 1, 0)
     assert Event.objects.filter(step=step, message="released: its worker is shutting down").exists()
+
+
+def test_sb_run_waits_shows_progress_and_exits_by_the_outcome(qcluster):
+    import io
+
+    from django.core.management import call_command
+
+    workspace = helpers.default_workspace()
+    helpers.publish(workspace, "child", helpers.FAIL_IF)
+    helpers.publish(workspace, "parent", helpers.fanout_doc())
+    qcluster(workers=2)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("sb_run", "parent", "--input", '{"items": [{"n": 1}, {"n": 2}]}', "--wait", "--timeout", "90",
+                 stdout=out, stderr=err)
+    status, execution_id = out.getvalue().split()
+    assert status == "SUCCEEDED" and Execution.objects.get(pk=execution_id).status == "SUCCEEDED"
+    assert "started execution" in err.getvalue() and "fan: 2/2 done" in err.getvalue()
+
+    with pytest.raises(SystemExit) as exited:
+        call_command("sb_run", "parent", "--input", '{"items": [{"fail": true}]}', "--wait", "--timeout", "90",
+                     stdout=io.StringIO(), stderr=(err := io.StringIO()))
+    assert exited.value.code == 1
+    assert "error: step 'join' failed: merge failed" in err.getvalue()

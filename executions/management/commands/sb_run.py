@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("workflow", help="workflow key (runs its current version)")
         parser.add_argument("--input", default="{}", help="execution input as JSON (default {})")
-        parser.add_argument("--version", help="run this version hash instead of the current one")
+        parser.add_argument("--hash", dest="version_hash", help="run this version hash instead of the current one")
         parser.add_argument("--workspace", default="default")
         parser.add_argument("--idempotency-key", help="return the existing execution for a repeated key")
         parser.add_argument("--wait", action="store_true", help="follow the execution until it finishes")
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         try:
             workspace = Workspace.objects.get(slug=options["workspace"])
             started = services.start_execution(
-                workspace, workflow=options["workflow"], version=options["version"], input=data,
+                workspace, workflow=options["workflow"], version=options["version_hash"], input=data,
                 idempotency_key=options["idempotency_key"], created_by="cli:sb_run",
             )
         except Workspace.DoesNotExist as error:
