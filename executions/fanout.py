@@ -23,10 +23,11 @@ from typing import Any, cast
 from django.conf import settings
 
 from executions import kick, payloads, quotas
-from executions.engine import StepRun, load_version
+from executions.engine import StepRun, load_version, max_attempts
 from executions.handlers import NonRetryable
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
 from executions.state import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED, FANOUT_TOLERATED
+from workflows import sudo
 from workflows.dsl import ast
 from workflows.dsl.paths import Path, parse_path, render
 
@@ -44,6 +45,8 @@ TARGET_BY_KEY = """
     SELECT d.current_version_id FROM workflows_workflowdefinition d
     WHERE d.workspace_id = %(workspace)s AND d.key = %(key)s
 """
+
+DEFINITION_KEY = "SELECT d.key FROM workflows_workflowdefinition d WHERE d.id = %(definition)s"
 
 TARGET_BY_HASH = """
     SELECT v.id, d.key FROM workflows_workflowversion v JOIN workflows_workflowdefinition d ON d.id = v.definition_id
@@ -252,13 +255,26 @@ def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
         if not rows:
             owner = f" of workflow '{vertex.workflow}'" if vertex.workflow else ""
             raise NonRetryable(f"no version {vertex.version[:12]}{owner} in this workspace")
+        _may_spawn(cursor, step, rows[0][1])
         return int(rows[0][0])
     row = _fetch_one(cursor, TARGET_BY_KEY, {"workspace": workspace, "key": vertex.workflow})
     if row is None:
         raise NonRetryable(f"no workflow '{vertex.workflow}' in this workspace")
     if row[0] is None:
         raise NonRetryable(f"workflow '{vertex.workflow}' has no published version")
+    _may_spawn(cursor, step, str(vertex.workflow))
     return int(row[0])
+
+
+def _may_spawn(cursor: Any, step: StepRun, target: str) -> None:
+    """S15: only a reserved (system) workflow may spawn children of a reserved workflow."""
+    if not sudo.is_reserved(target):
+        return
+    row = _fetch_one(cursor, DEFINITION_KEY, {"definition": step.version.definition_id})
+    try:
+        sudo.require_engine_start(target, row[0] if row else None, "a SPAWNER")
+    except sudo.ReservedKeyDenied as error:
+        raise NonRetryable(error.message) from error
 
 
 def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -274,7 +290,7 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: Any, 
         "workspace": step.execution.workspace_id, "workflow": target.definition_id, "version": target.id,
         "root": step.execution.root_id or step.execution.id, "step": step.step_id, "vertex": vertex.id,
         "depth": step.execution.depth + 1, "start": start.id,
-        "max_attempts": start.retry.max_attempts if isinstance(start, ast.WorkVertex) else 1,
+        "max_attempts": max_attempts(start),
         "destination": getattr(start, "destination_name", None),
     }
     if vertex.item_input == "$.item":

@@ -3,6 +3,11 @@ CHAIN vertex all call these; none has powers the others lack).
 
 Each service is one transaction that follows the lock order in state.py, and raises a
 ``ServiceError`` (mapped to a 4xx) for what makes no sense, leaving nothing half-written.
+
+Reserved workflows (S15): starting, cancelling and retrying executions of a reserved key
+needs ``system_actor``, a verified system actor covering it (``workflows.sudo``); callers
+that pass none (the UI, commands) are refused with ``ReservedKeyDenied``. A CHAIN may start
+a reserved workflow only from an execution of a reserved workflow.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from django.db import connection, transaction
 from executions import engine, kick, payloads, quotas, state
 from executions.errors import Conflict, Invalid, NotFound, QuotaExceededError
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
+from workflows import sudo
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
 E, S = ExecutionStatus, StepStatus
@@ -30,6 +36,12 @@ INSERT_EXECUTION = """
             %(chained_from)s, %(created_by)s, now())
     ON CONFLICT (workspace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
+"""
+
+# The workflow key of the execution whose CHAIN starts another (S15's engine rule).
+STARTER_KEY = """
+    SELECT d.key FROM executions_execution e JOIN workflows_workflowdefinition d ON d.id = e.workflow_id
+    WHERE e.id = %(execution)s
 """
 
 
@@ -57,7 +69,8 @@ def resolve_version(workspace_id: int, *, workflow: str | None = None, version: 
     elif workflow is not None:
         definitions = definitions.filter(key=workflow)
     if version is not None:
-        found = WorkflowVersion.objects.filter(definition__in=definitions, hash=version).order_by("id").first()
+        found = (WorkflowVersion.objects.filter(definition__in=definitions, hash=version).select_related("definition")
+                 .order_by("id").first())
         if found is None:
             scope = f" of workflow '{workflow}'" if workflow else ""
             raise NotFound(f"no version {version}{scope} in this workspace")
@@ -67,16 +80,20 @@ def resolve_version(workspace_id: int, *, workflow: str | None = None, version: 
         raise NotFound(f"no workflow '{workflow}' in this workspace")
     if definition.current_version is None:
         raise Conflict(f"workflow '{definition.key}' has no published version")
-    return definition.current_version
+    current = definition.current_version
+    current.definition = definition  # the caller checks its key (S15): spare the query
+    return current
 
 
 def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None = None,
              version: str | None = None, definition_id: int | None = None, execution_id: uuid.UUID | None = None,
              idempotency_key: str | None = None, request: str = "", chained_from: uuid.UUID | None = None,
-             created_by: str = "") -> tuple[uuid.UUID, bool]:
+             created_by: str = "", system_actor: sudo.VerifiedActor | None = None) -> tuple[uuid.UUID, bool]:
     """Start an execution inside the caller's transaction; returns ``(id, created)`` — the
-    existing id for a repeated idempotency key. Reserves one execution of quota."""
+    existing id for a repeated idempotency key. Reserves one execution of quota. A reserved
+    workflow needs ``system_actor``, or (for a CHAIN, ``chained_from``) a reserved starter."""
     target = resolve_version(workspace_id, workflow=workflow, version=version, definition_id=definition_id)
+    _guard_start(cursor, target.definition.key, system_actor, chained_from)
     text = payloads.encode(input)
     new_id = execution_id or uuid.uuid4()
     cursor.execute(INSERT_EXECUTION, {
@@ -96,6 +113,27 @@ def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None
     return new_id, True
 
 
+def _guard_start(cursor: Any, key: str, system_actor: sudo.VerifiedActor | None,
+                 chained_from: uuid.UUID | None) -> None:
+    if not sudo.is_reserved(key):
+        return
+    if system_actor is None and chained_from is not None:
+        cursor.execute(STARTER_KEY, {"execution": chained_from})
+        row = cursor.fetchone()
+        sudo.require_engine_start(key, row[0] if row else None, "a CHAIN")
+        return
+    sudo.require(key, system_actor, "starting")
+
+
+def _guard(execution: Execution, system_actor: sudo.VerifiedActor | None, doing: str) -> None:
+    """Refuse ``doing`` an execution of a reserved workflow, or one in a reserved workflow's
+    tree (its root's workflow), without a system actor covering both keys."""
+    own, root = (Execution.objects.filter(pk=execution.pk)
+                 .values_list("workflow__key", "root__workflow__key").get())
+    for key in dict.fromkeys([own, root or own]):
+        sudo.require(key, system_actor, doing)
+
+
 def _existing(workspace_id: int, key: str | None, request: str) -> uuid.UUID:
     existing = Execution.objects.filter(workspace_id=workspace_id, idempotency_key=key).only("id", "request_hash").get()
     if request and existing.request_hash != request:
@@ -106,7 +144,7 @@ def _existing(workspace_id: int, key: str | None, request: str) -> uuid.UUID:
 
 def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = None,
                     version: str | None = None, idempotency_key: str | None = None,
-                    created_by: str = "") -> Started:
+                    created_by: str = "", system_actor: sudo.VerifiedActor | None = None) -> Started:
     """Start an execution of ``workflow`` (its current version) or of version ``version``."""
     if workflow is None and version is None:
         raise Invalid("give a workflow key or a version hash")
@@ -119,7 +157,7 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
     with transaction.atomic(), connection.cursor() as cursor:
         execution_id, created = start_in(cursor, workspace_id=workspace.pk, input=input, workflow=workflow,
                                          version=version, idempotency_key=idempotency_key, request=fingerprint,
-                                         created_by=created_by)
+                                         created_by=created_by, system_actor=system_actor)
     return Started(Execution.objects.select_related("version", "workflow").get(pk=execution_id), created)
 
 
@@ -140,9 +178,10 @@ OPEN_STEPS_OF = """
 """
 
 
-def cancel_execution(execution: Execution, *, actor: str = "") -> int:
+def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sudo.VerifiedActor | None = None) -> int:
     """Cancel an execution and every non-terminal descendant (chained executions are
     independent and keep running). Returns how many executions were cancelled."""
+    _guard(execution, system_actor, "cancelling executions of")
     with transaction.atomic(), connection.cursor() as cursor:
         current = Execution.objects.get(pk=execution.pk)
         if current.is_terminal:
@@ -200,9 +239,10 @@ def _check_retryable(execution: Execution) -> None:
         parent = parent.parent
 
 
-def retry_execution(execution: Execution, *, actor: str = "") -> Step:
+def retry_execution(execution: Execution, *, actor: str = "", system_actor: sudo.VerifiedActor | None = None) -> Step:
     """Retry a failed execution (a child or a top-level one): same id, same key, a new
     attempt of the step it failed on. A parent whose merge failed on it re-opens (redrive)."""
+    _guard(execution, system_actor, "retrying executions of")
     execution = Execution.objects.select_related("parent").get(pk=execution.pk)
     _check_retryable(execution)
     step = Step.objects.filter(execution=execution, status=S.FAILED).order_by("-finished_at", "-id").first()
@@ -211,9 +251,11 @@ def retry_execution(execution: Execution, *, actor: str = "") -> Step:
     return _retry_steps(execution, [step], actor)[0]
 
 
-def retry_step(execution: Execution, vertex: str, *, actor: str = "") -> Step:
+def retry_step(execution: Execution, vertex: str, *, actor: str = "",
+               system_actor: sudo.VerifiedActor | None = None) -> Step:
     """Retry one failed step (e.g. a spawner that failed: it re-links existing children and
     creates only never-started ones)."""
+    _guard(execution, system_actor, "retrying executions of")
     execution = Execution.objects.select_related("parent").get(pk=execution.pk)
     step = Step.objects.filter(execution=execution, vertex=vertex).first()
     if step is None:
@@ -243,9 +285,11 @@ def _retry_steps(execution: Execution, steps: list[Step], actor: str) -> list[St
     return list(Step.objects.filter(pk__in=[s.pk for s in steps]))
 
 
-def retry_failed_children(parent: Execution, *, spawner: str | None = None, actor: str = "") -> int:
+def retry_failed_children(parent: Execution, *, spawner: str | None = None, actor: str = "",
+                          system_actor: sudo.VerifiedActor | None = None) -> int:
     """Retry every FAILED child of ``parent`` (of one spawner, if given) in one transaction;
     returns how many. Children that failed on a FAIL vertex are not retried."""
+    _guard(parent, system_actor, "retrying executions of")
     parent = Execution.objects.select_related("parent").get(pk=parent.pk)
     if parent.status == E.CANCELLED:
         raise Conflict("the execution was cancelled; its children cannot be retried")

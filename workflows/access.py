@@ -4,19 +4,27 @@ A ``Principal`` is resolved once per request (a session user through their Membe
 API token through its row) and every write checks ``principal.require(role)``. Objects of
 another workspace are looked up *within* ``principal.workspace`` only, so they are simply
 not found (404), never visible.
+
+A token's principal may carry a verified system actor (a signed claim, ``workflows.claims``):
+that is what lets a request touch a reserved workflow key (``workflows.sudo``); it grants no
+role of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from workflows.models import ApiToken, Membership, Role, Workspace
+
+if TYPE_CHECKING:
+    from workflows.sudo import VerifiedActor
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 TOKEN_PREFIX = "sbt_"  # noqa: S105 - a public marker, not a secret
@@ -30,7 +38,12 @@ class PermissionDenied(Exception):
 class Principal:
     workspace: Workspace
     role: str
-    label: str  # user:alice, token:ci-bot, actor:deployer
+    label: str  # user:alice, token:ci-bot, actor:deployer via token:ci-bot
+    system_actor: VerifiedActor | None = None
+
+    def with_system_actor(self, actor: VerifiedActor) -> Principal:
+        """This principal, acting for a verified system actor (same workspace and role)."""
+        return dataclasses.replace(self, system_actor=actor, label=f"actor:{actor.name} via {self.label}")
 
     def can(self, role: str) -> bool:
         return Role.rank(self.role) >= Role.rank(role)
@@ -56,6 +69,16 @@ def principal_for_user(user: Any, workspace_slug: str | None = None) -> Principa
         if workspace is not None:
             return Principal(workspace, Role.ADMIN, f"user:{user.get_username()}")
     return None
+
+
+def workspace_roles(user: Any) -> dict[int, str] | None:
+    """The user's role per workspace id (their memberships); ``None`` for a superuser, who is an
+    admin everywhere (reserved workflows stay read-only for them too)."""
+    if getattr(user, "is_superuser", False):
+        return None
+    if not getattr(user, "is_authenticated", False):
+        return {}
+    return dict(Membership.objects.filter(user=user).values_list("workspace_id", "role"))
 
 
 def hash_token(secret: str) -> str:

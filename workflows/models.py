@@ -143,3 +143,45 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target} {self.outcome}"
+
+
+class SystemActor(models.Model):
+    """A program that may claim reserved workflow keys (S15, the "sudo" pattern) by signing
+    each request with its Ed25519 private key. Only the public key is stored; the private key
+    never reaches the server.
+
+    A row is one key: rotating registers a new row under the same name and deactivates the
+    old one, so at most one row per name is active (a partial unique index)."""
+
+    name = models.CharField(max_length=100, help_text="Sent as X-SB-Actor; letters, digits, '.', '_' or '-'.")
+    public_key = models.CharField(max_length=64, unique=True,
+                                  help_text="The raw 32-byte Ed25519 public key, base64.")
+    patterns = models.JSONField(default=list, help_text="Workflow keys it may claim: globs such as 'system.*'.")
+    active = models.BooleanField(default=True)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name"], condition=models.Q(active=True),
+                                               name="system_actor_one_active_key")]
+        ordering = ["name", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'active' if self.active else 'inactive'}, {', '.join(self.patterns)})"
+
+
+class ClaimNonce(models.Model):
+    """A nonce of an accepted claim: the UNIQUE constraint refuses a replay. Rows whose claim
+    timestamp has left the validity window are pruned (a replay of them is stale anyway)."""
+
+    nonce = models.CharField(max_length=128)
+    actor = models.ForeignKey(SystemActor, on_delete=models.PROTECT, related_name="+")
+    claimed_at = models.DateTimeField(db_index=True, help_text="The claim's own (signed) timestamp.")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["nonce"], name="claim_nonce_unique")]
+
+    def __str__(self) -> str:
+        return self.nonce

@@ -3,6 +3,9 @@
 Publishing is idempotent and race-free: the version row is inserted with
 ``ON CONFLICT (definition, hash) DO NOTHING``, so concurrent identical publishes create one
 version, and a repeated publish returns the existing one.
+
+A reserved key (S15) is published only for a verified system actor covering it
+(``workflows.sudo``); whoever else calls — admin, API token, command — is refused.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from workflows import dsl
+from workflows import dsl, sudo
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
 _INSERT_DEFINITION = """
@@ -51,14 +54,17 @@ def validate(doc: Any) -> dsl.Workflow:
     return workflow
 
 
-def publish_version(workspace: Workspace, key: str, doc: Any, *, author: str = "") -> Published:
+def publish_version(workspace: Workspace, key: str, doc: Any, *, author: str = "",
+                    system_actor: sudo.VerifiedActor | None = None) -> Published:
     """Validate ``doc``, store it as a version of definition ``key`` (creating the definition
     if needed) and make it the current version. Re-publishing an existing hash creates
-    nothing and makes that version current again (a rollback is a re-publish)."""
+    nothing and makes that version current again (a rollback is a re-publish). A reserved
+    ``key`` needs ``system_actor`` (raises ``sudo.ReservedKeyDenied`` otherwise)."""
     from workflows.dsl.parser import WORKFLOW_KEY
 
     if not isinstance(key, str) or not WORKFLOW_KEY.fullmatch(key):
         raise dsl.DslError([("key", "a workflow key is 1-128 letters, digits, '.', '_' or '-'")])
+    sudo.require(key, system_actor, "publishing to")
     workflow = validate(doc)
     canonical = dsl.canonical_of(workflow)
     digest = dsl.hash_of(workflow)

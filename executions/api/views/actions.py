@@ -31,7 +31,8 @@ class RetryExecution(ApiView):
     def post(self, request: Request, id: uuid.UUID) -> Response:
         principal = self.principal
         with acting(principal, "execution.retry", Role.OPERATOR, target=str(id), what="retry executions"):
-            step = services.retry_execution(services.get_execution(principal.workspace, id), actor=principal.label)
+            step = services.retry_execution(services.get_execution(principal.workspace, id), actor=principal.label,
+                                            system_actor=principal.system_actor)
         return _retried(principal.workspace, id, step)
 
 
@@ -44,7 +45,7 @@ class RetryStep(ApiView):
         principal = self.principal
         with acting(principal, "step.retry", Role.OPERATOR, target=f"{id}/{vertex}", what="retry steps"):
             step = services.retry_step(services.get_execution(principal.workspace, id), vertex,
-                                       actor=principal.label)
+                                       actor=principal.label, system_actor=principal.system_actor)
         return _retried(principal.workspace, id, step)
 
 
@@ -66,7 +67,8 @@ class RetryFailedChildren(ApiView):
         with acting(principal, "execution.retry-failed-children", Role.OPERATOR, target=str(id),
                     what="retry executions"):
             retried = services.retry_failed_children(services.get_execution(principal.workspace, id),
-                                                     spawner=data.get("spawner"), actor=principal.label)
+                                                     spawner=data.get("spawner"), actor=principal.label,
+                                                     system_actor=principal.system_actor)
         return Response(s.RetriedSerializer({"retried": retried}).data)
 
 
@@ -79,6 +81,6 @@ class CancelExecution(ApiView):
         principal = self.principal
         with acting(principal, "execution.cancel", Role.OPERATOR, target=str(id), what="cancel executions"):
             cancelled = services.cancel_execution(services.get_execution(principal.workspace, id),
-                                                  actor=principal.label)
+                                                  actor=principal.label, system_actor=principal.system_actor)
         execution = queries.execution(principal.workspace, id)
         return Response(s.CancelResultSerializer({"execution": execution, "cancelled": cancelled}).data)

@@ -8,10 +8,11 @@ import re
 from collections.abc import Iterator
 from typing import Any, cast
 
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from executions.api import auth
 from executions.api.errors import BadRequest
 from workflows.access import Principal
 from workflows.audit import audited
@@ -23,6 +24,15 @@ class ApiView(APIView):
     @property
     def principal(self) -> Principal:
         return cast(Principal, self.request.user)
+
+    def perform_authentication(self, request: Request) -> None:
+        """Authenticate, then verify a system actor's claim if the request carries one."""
+        try:
+            super().perform_authentication(request)
+        except exceptions.APIException as error:
+            auth.record_refused_credentials(request, error)
+            raise
+        auth.apply_claim(request)
 
 
 @contextlib.contextmanager

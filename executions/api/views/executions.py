@@ -57,7 +57,8 @@ class StartExecution(ApiView):
         with acting(principal, "execution.start", Role.OPERATOR, target=target, what="start executions"):
             started = services.start_execution(principal.workspace, workflow=data.get("workflow"),
                                                version=data.get("version"), input=data["input"],
-                                               idempotency_key=key, created_by=principal.label)
+                                               idempotency_key=key, created_by=principal.label,
+                                               system_actor=principal.system_actor)
         execution = queries.execution(principal.workspace, started.execution.pk)
         location = request.build_absolute_uri(reverse("api:execution", kwargs={"id": execution.pk}))
         return Response(s.ExecutionSerializer(execution).data, status=201 if started.created else 200,

@@ -64,7 +64,8 @@ class PublishVersion(ApiView):
         doc = request.data
         principal = self.principal
         with acting(principal, "workflow.publish", Role.AUTHOR, target=key, what="publish workflow versions"):
-            published = publish_version(principal.workspace, key, doc, author=principal.label)
+            published = publish_version(principal.workspace, key, doc, author=principal.label,
+                                        system_actor=principal.system_actor)
         data = {"key": key, "hash": published.version.hash, "created": published.created}
         return Response(s.PublishedSerializer(data).data, status=201 if published.created else 200)
 

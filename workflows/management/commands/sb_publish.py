@@ -1,4 +1,8 @@
-"""Publish a DSL file as a new version of a workflow: ``manage.py sb_publish KEY FILE``."""
+"""Publish a DSL file as a new version of a workflow: ``manage.py sb_publish KEY FILE``.
+
+Audited as ``workflow.publish`` by ``cli:sb_publish``. Reserved keys (``system.*``) are refused
+here like everywhere: system actors publish them through the API with a signed claim.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from executions.errors import ServiceError
 from workflows import dsl
-from workflows.models import Workspace
+from workflows.access import Principal
+from workflows.audit import audited
+from workflows.models import Role, Workspace
 from workflows.services import publish_version
 
 
@@ -35,12 +42,16 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {source}: {error}") from error
         except json.JSONDecodeError as error:
             raise CommandError(f"{source} is not JSON: {error}") from error
+        principal = Principal(workspace, Role.ADMIN, "cli:sb_publish")
         try:
-            published = publish_version(workspace, options["key"], doc, author="cli:sb_publish")
+            with audited(principal, "workflow.publish", target=options["key"]):
+                published = publish_version(workspace, options["key"], doc, author=principal.label)
         except dsl.DslError as error:
             for path, message in error.errors:
                 self.stderr.write(f"{path}: {message}")
             raise CommandError(f"{len(error.errors)} error(s) in {source}; nothing published") from error
+        except ServiceError as error:
+            raise CommandError(error.message) from error
         state = "published" if published.created else "already published (now current)"
         self.stderr.write(f"{options['key']}: {state}")
         self.stdout.write(published.version.hash)
