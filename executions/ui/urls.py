@@ -1,6 +1,37 @@
 """Operator UI routes (HTMX, server-rendered)."""
 
-from django.urls import path  # noqa: F401 - routes are added by the UI module
+from django.urls import path
+from django.views.generic import RedirectView
+
+from executions.ui import actions, execution_views, rate_limits, workflow_views
 
 app_name = "ui"
-urlpatterns: list = []
+
+execution = "executions/<uuid:execution_id>"
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="ui:execution-list"), name="home"),
+    path("executions/", execution_views.execution_list, name="execution-list"),
+    path(f"{execution}/", execution_views.execution_page, name="execution-detail"),
+    # Live fragments of the execution page.
+    path(f"{execution}/header", execution_views.header_fragment, name="execution-header"),
+    path(f"{execution}/steps", execution_views.steps_fragment, name="execution-steps"),
+    path(f"{execution}/fanouts/<str:spawner>", execution_views.fanout_fragment, name="execution-fanout"),
+    path(f"{execution}/fanouts/<str:spawner>/children", execution_views.children_fragment,
+         name="execution-children"),
+    path(f"{execution}/long-tail", execution_views.long_tail_fragment, name="execution-long-tail"),
+    # Actions (POST only).
+    path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
+    path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
+    path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
+    path(f"{execution}/fanouts/<str:spawner>/retry-failed", actions.retry_failed_children,
+         name="retry-failed-children"),
+    path("workflows/", workflow_views.workflow_list, name="workflow-list"),
+    path("rate-limits/", rate_limits.page, name="rate-limits"),
+    path("rate-limits/counts", rate_limits.counts, name="rate-limit-counts"),
+    path("rate-limits/new", rate_limits.create, name="destination-create"),
+    path("rate-limits/demo-ledger-health", rate_limits.demo_health, name="demo-ledger-health"),
+    path("rate-limits/<int:destination_id>", rate_limits.row, name="destination-row"),
+    path("rate-limits/<int:destination_id>/edit", rate_limits.edit_row, name="destination-edit"),
+    path("rate-limits/<int:destination_id>/limit", rate_limits.update_limit, name="destination-limit"),
+]

@@ -1,0 +1,77 @@
+"""Operator actions on executions. Each POST is CSRF-checked (Django's middleware), needs
+the operator role, is audited (accepted or refused, with the reason) and calls the same
+service as the API: the UI has no powers of its own."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from executions import services
+from executions.ui import present
+from executions.ui.access import UiRequest, workspace_view
+from executions.ui.responses import done
+from workflows.audit import audited
+from workflows.models import Role
+
+
+def _back(execution_id: uuid.UUID) -> str:
+    return reverse("ui:execution-detail", args=[execution_id])
+
+
+@require_POST
+@workspace_view
+def retry_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    """Retry a failed execution — usually one failed child: same id and key, a new attempt."""
+    principal = request.principal
+    with audited(principal, "execution.retry", target=str(execution_id)):
+        principal.require(Role.OPERATOR, "retry executions")
+        execution = services.get_execution(principal.workspace, execution_id)
+        step = services.retry_execution(execution, actor=principal.label)
+    what = f"child #{execution.item_index}" if execution.item_index is not None else "execution"
+    return done(request, f"Retried {what} {present.short_id(execution.pk)} (step '{step.vertex}', "
+                         f"attempt {step.attempt}).", back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def retry_step(request: UiRequest, execution_id: uuid.UUID, vertex: str) -> HttpResponse:
+    """Retry one failed step, e.g. a spawner: existing children are re-linked, not re-run."""
+    principal = request.principal
+    with audited(principal, "step.retry", target=f"{execution_id}/{vertex}"):
+        principal.require(Role.OPERATOR, "retry steps")
+        execution = services.get_execution(principal.workspace, execution_id)
+        step = services.retry_step(execution, vertex, actor=principal.label)
+    return done(request, f"Retried step '{vertex}' (attempt {step.attempt}).", back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def retry_failed_children(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> HttpResponse:
+    principal = request.principal
+    # audited() writes its row after the body, so the count recorded is the real one.
+    detail: dict[str, object] = {"spawner": spawner}
+    with audited(principal, "execution.retry_failed_children", target=str(execution_id), detail=detail):
+        principal.require(Role.OPERATOR, "retry children")
+        execution = services.get_execution(principal.workspace, execution_id)
+        detail["retried"] = retried = services.retry_failed_children(execution, spawner=spawner,
+                                                                     actor=principal.label)
+    message = f"Retried {retried:,} failed children of '{spawner}'." if retried else \
+        f"No failed children of '{spawner}' to retry."
+    return done(request, message, back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def cancel_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    principal = request.principal
+    detail: dict[str, object] = {}
+    with audited(principal, "execution.cancel", target=str(execution_id), detail=detail):
+        principal.require(Role.OPERATOR, "cancel executions")
+        execution = services.get_execution(principal.workspace, execution_id)
+        detail["cancelled"] = cancelled = services.cancel_execution(execution, actor=principal.label)
+    return done(request, f"Cancelled {cancelled:,} execution{'s' if cancelled != 1 else ''}.",
+                back=_back(execution_id))

@@ -1,0 +1,117 @@
+"""Read views of executions: the list, the execution page and its live fragments."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from executions import selectors, services
+from executions.errors import NotFound
+from executions.models import Execution
+from executions.selectors import FanOutView
+from executions.ui import forms, parts, present, queries
+from executions.ui.access import UiRequest, workspace_view
+from executions.ui.responses import fragment_response, problem
+
+
+@require_GET
+@workspace_view
+def execution_list(request: UiRequest) -> HttpResponse:
+    workspace = request.principal.workspace
+    form = forms.ExecutionFilters(request.GET, workflow_keys=queries.workflow_keys(workspace))
+    context: dict[str, object] = {"form": form}
+    if not form.is_valid():
+        context["filter_error"] = forms.describe(form)
+        return render(request, "ui/execution_list.html", context, status=400)
+    page = queries.execution_list(workspace, form.filters(), form.search_id())
+    context.update(page=page, rows=[_list_row(e) for e in page.rows], query=_query_without_page(request))
+    return render(request, "ui/execution_list.html", context)
+
+
+def _list_row(execution: Execution) -> dict[str, object]:
+    return {"e": execution, "duration": present.elapsed(execution.started_at, execution.finished_at)}
+
+
+def _query_without_page(request: UiRequest) -> str:
+    query = request.GET.copy()
+    query.pop("page", None)
+    return query.urlencode()
+
+
+@require_GET
+@workspace_view
+def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    execution = _execution(request, execution_id)
+    views = selectors.fanouts(execution)
+    merges = parts.merge_steps(execution, views)
+    preview = queries.payload_preview(execution.pk, "input")
+    context = {
+        "e": execution,
+        "header": parts.header(request, execution),
+        "steps": parts.steps(request, execution),
+        "fanouts": [(parts.fanout_panel(request, execution, v, merges.get(v.merge_vertex or "")),
+                     parts.children(request, execution, v)) for v in views],
+        # The long tail reads every finished child; it loads right after the page instead
+        # of holding it up (then polls like the other fragments).
+        "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
+        "input": preview,
+        "input_size": present.size(preview.size_bytes) if preview else "",
+    }
+    return render(request, "ui/execution.html", context)
+
+
+def _execution(request: UiRequest, execution_id: uuid.UUID) -> Execution:
+    return services.get_execution(request.principal.workspace, execution_id)
+
+
+# --- live fragments -------------------------------------------------------------------------------
+
+@require_GET
+@workspace_view
+def header_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    return fragment_response(request, parts.header(request, _execution(request, execution_id)))
+
+
+@require_GET
+@workspace_view
+def steps_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    return fragment_response(request, parts.steps(request, _execution(request, execution_id)))
+
+
+@require_GET
+@workspace_view
+def fanout_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> HttpResponse:
+    execution = _execution(request, execution_id)
+    view = _fanout(execution, spawner)
+    merge = parts.merge_steps(execution, [view]).get(view.merge_vertex or "")
+    return fragment_response(request, parts.fanout_panel(request, execution, view, merge))
+
+
+@require_GET
+@workspace_view
+def children_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> HttpResponse:
+    execution = _execution(request, execution_id)
+    view = _fanout(execution, spawner)
+    form = forms.ChildrenFilters(request.GET)
+    if not form.is_valid():
+        return problem(request, 400, forms.describe(form), errors=forms.field_errors(form))
+    status, sort, page = form.values()
+    return fragment_response(request, parts.children(request, execution, view, status=status, sort=sort, page=page))
+
+
+@require_GET
+@workspace_view
+def long_tail_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    execution = _execution(request, execution_id)
+    return fragment_response(request, parts.long_tail(request, execution, selectors.fanouts(execution)))
+
+
+def _fanout(execution: Execution, spawner: str) -> FanOutView:
+    for view in selectors.fanouts(execution):
+        if view.spawner_vertex == spawner:
+            return view
+    raise NotFound(f"execution {execution.pk} has no fan-out '{spawner}'")

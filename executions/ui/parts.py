@@ -1,0 +1,332 @@
+"""The execution view's live fragments: header, step timeline, fan-out panel, children
+table and long tail. Each builder reads what its fragment shows and renders it; the full
+page is these same fragments put together, so a first poll after page load finds nothing
+changed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from executions import selectors
+from executions.models import Event, Execution, Step, StepStatus
+from executions.selectors import FanOutView
+from executions.ui import access, present, queries
+from executions.ui.access import UiRequest
+from executions.ui.responses import Fragment, Poll, render_fragment
+from workflows.models import WorkflowDefinition
+
+EVENTS_SHOWN = 200
+LONG_TAIL_POLL_SECONDS = 5
+LONG_TAIL_REFRESH_SECONDS = 15
+LONG_TAIL_CACHE_SECONDS = 600
+
+
+def _url(name: str, *args: Any, **query: Any) -> str:
+    base = reverse(f"ui:{name}", args=args)
+    query = {k: v for k, v in query.items() if v not in ("", None)}
+    return f"{base}?{urlencode(query)}" if query else base
+
+
+def _has_active_children(views: list[FanOutView]) -> bool:
+    return any(view.pending or view.running for view in views)
+
+
+# --- header -------------------------------------------------------------------------------------
+
+def header(request: UiRequest, execution: Execution) -> Fragment:
+    ancestors = selectors.lineage(execution)
+    keys = dict(WorkflowDefinition.objects.filter(pk__in={a.workflow_id for a in ancestors}).values_list("id", "key"))
+    output = queries.payload_preview(execution.pk, execution.output_vertex)
+    context = {
+        "e": execution,
+        "duration": present.elapsed(execution.started_at, execution.finished_at),
+        "lineage": [(a, keys.get(a.workflow_id, "")) for a in ancestors],
+        "chained_from": queries.chained_from(execution),
+        "chained_to": queries.chained_to(execution),
+        "output": output,
+        "output_size": present.size(output.size_bytes) if output else "",
+        "workflow_admin": reverse("admin:workflows_workflowdefinition_change", args=[execution.workflow_id]),
+        "version_admin": reverse("admin:workflows_workflowversion_change", args=[execution.version_id]),
+        "can_operate": access.can_operate(request),
+    }
+    poll = Poll("execution-header", _url("execution-header", execution.pk), live=not execution.is_terminal)
+    return render_fragment(request, "ui/execution/_header.html", context, poll)
+
+
+# --- step timeline ------------------------------------------------------------------------------
+
+@dataclass
+class StepRow:
+    step: Step
+    kind: str
+    duration: str
+    wait: str
+    wait_why: str
+    events: list[Event]
+    retryable: bool
+
+
+def steps(request: UiRequest, execution: Execution) -> Fragment:
+    rows = selectors.steps(execution)
+    shown = selectors.events(execution, limit=EVENTS_SHOWN)
+    by_step: dict[int | None, list[Event]] = defaultdict(list)
+    for event in shown:
+        by_step[event.step_id].append(event)
+    vertices = (execution.version.dsl or {}).get("vertices", {})
+    slots = queries.slots(sorted({s.destination_id for s in rows if s.destination_id and _may_wait_for_slot(s)}))
+    context = {
+        "e": execution,
+        "rows": [_step_row(s, vertices.get(s.vertex, {}).get("type", ""), by_step[s.pk], slots, execution)
+                 for s in rows],
+        "execution_events": by_step[None],
+        "events_truncated": len(shown) >= EVENTS_SHOWN,
+        "events_shown": EVENTS_SHOWN,
+        "can_operate": access.can_operate(request),
+    }
+    poll = Poll("execution-steps", _url("execution-steps", execution.pk), live=not execution.is_terminal)
+    return render_fragment(request, "ui/execution/_steps.html", context, poll)
+
+
+def _may_wait_for_slot(step: Step) -> bool:
+    return step.status == StepStatus.READY and step.destination_id is not None and step.due_at <= timezone.now()
+
+
+def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, queries.Slots],
+              execution: Execution) -> StepRow:
+    wait, why = wait_reason(step, slots)
+    return StepRow(step=step, kind=kind, duration=present.elapsed(step.started_at, step.finished_at), wait=wait,
+                   wait_why=why, events=events,
+                   retryable=step.status == StepStatus.FAILED and execution.status == "FAILED")
+
+
+WAIT_KINDS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
+              ("quota", "quota"))
+
+
+def wait_reason(step: Step, slots: dict[int, queries.Slots]) -> tuple[str, str]:
+    """(what the step waits for, in words) — timer, retry backoff, quota, payload pressure,
+    a destination slot, its children — or ("", "") when it is not waiting."""
+    if step.status == StepStatus.WAITING:
+        return "children" if step.wait_reason.startswith("waiting for children") else "signal", step.wait_reason
+    if step.status != StepStatus.READY:
+        return "", ""
+    if step.due_at > timezone.now():
+        reason = step.wait_reason or "deferred"
+        kind = next((k for prefix, k in WAIT_KINDS if prefix in reason.lower()), "deferred")
+        return kind, reason
+    slot = slots.get(step.destination_id) if step.destination_id else None
+    if slot is not None and slot.saturated:
+        return "destination slot", (f"destination '{slot.name}' has no free slot "
+                                    f"({slot.in_flight:,} in flight, limit {slot.limit:,})")
+    return "worker", "due now; waiting for a worker to claim it"
+
+
+# --- fan-out panel ------------------------------------------------------------------------------
+
+CHILD_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+SEGMENTS = (("succeeded", "SUCCEEDED"), ("failed", "FAILED"), ("cancelled", "CANCELLED"), ("running", "RUNNING"),
+            ("pending", "PENDING"), ("never_started", "NEVER_STARTED"))
+
+
+def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, merge: Step | None) -> Fragment:
+    total = view.total or 1
+    counts = view.counts()
+    context = {
+        "e": execution,
+        "f": view,
+        "segments": [(css, status, counts[status], f"{100.0 * counts[status] / total:.3f}")
+                     for css, status in SEGMENTS if counts[status]],
+        "counts": [(css, status, present.count(counts[status])) for css, status in SEGMENTS],
+        "percent": f"{view.percent:.1f}",
+        "total": present.count(view.total), "failed": present.count(view.failed),
+        "created": present.count(view.created),
+        "verdict": verdict(view),
+        "merge": merge,
+        "children_url": _url("execution-children", execution.pk, view.spawner_vertex),
+        "can_operate": access.can_operate(request),
+    }
+    live = not execution.is_terminal or _has_active_children([view])
+    poll = Poll(f"fanout-{view.spawner_vertex}", _url("execution-fanout", execution.pk, view.spawner_vertex), live)
+    return render_fragment(request, "ui/execution/_fanout.html", context, poll)
+
+
+def verdict(view: FanOutView) -> str:
+    """The merge rule in words, e.g. "3 failed of 1,000; tolerance 5% allows 50; failFast on"."""
+    if view.cancelled:
+        parts = [f"{view.failed:,} failed and {view.cancelled:,} cancelled of {view.total:,}"]
+    else:
+        parts = [f"{view.failed:,} failed of {view.total:,}"]
+    if view.tolerated:
+        scope = "" if view.tolerated == ["FAILED"] else f" ({' and '.join(s.lower() for s in view.tolerated)})"
+        parts.append(f"tolerance {present.ratio_percent(view.max_failure_ratio)}{scope} "
+                     f"allows {view.allowed_failures:,}")
+    else:
+        parts.append("no failure tolerated")
+    parts.append(f"failFast {'on' if view.fail_fast else 'off'}")
+    return "; ".join(parts)
+
+
+def merge_steps(execution: Execution, views: list[FanOutView]) -> dict[str, Step]:
+    names = [v.merge_vertex for v in views if v.merge_vertex]
+    if not names:
+        return {}
+    found = Step.objects.filter(execution=execution, vertex__in=names).only(
+        "id", "vertex", "status", "wait_reason", "error", "attempt")
+    return {s.vertex: s for s in found}
+
+
+# --- children table -----------------------------------------------------------------------------
+
+@dataclass
+class ChildRow:
+    """A children-table row as display strings (50 rows render on every poll: the template
+    only prints)."""
+
+    index: int | None
+    status: str
+    css: str
+    attempt: int
+    duration: str
+    error: str
+    url: str
+    retry_url: str
+
+
+def _id_urls(name: str) -> Any:
+    """``reverse`` once, then per id by substitution (one reverse per row is measurable)."""
+    marker = "00000000-0000-0000-0000-000000000000"
+    pattern = reverse(name, args=[marker])
+    return lambda pk: pattern.replace(marker, str(pk))
+
+
+def _child_rows(rows: list[Any], can_operate: bool) -> list[ChildRow]:
+    detail, retry = _id_urls("ui:execution-detail"), _id_urls("ui:execution-retry")
+    return [ChildRow(index=c.item_index, status=c.status, css=c.status.lower(), attempt=c.attempt,
+                     duration=present.elapsed(c.started_at, c.finished_at),
+                     error=present.snippet(c.error_snippet), url=detail(c.pk),
+                     retry_url=retry(c.pk) if can_operate and c.status == "FAILED" else "")
+            for c in rows]
+
+
+def children(request: UiRequest, execution: Execution, view: FanOutView, *, status: str = "", sort: str = "index",
+             page: int = 1) -> Fragment:
+    matching = view.counts().get(status, 0) if status else view.created
+    listed = min(matching, queries.DURATION_SORT_LIMIT) if sort == "duration" else matching
+    pages = max(1, -(-listed // queries.PAGE_SIZE))
+    page = min(page, pages)
+    rows = queries.children(execution, view.spawner_vertex, status=status, sort=sort, page=page, matching=matching)
+    spawner = view.spawner_vertex
+
+    def link(**changes: Any) -> str:
+        params = {"status": status, "sort": sort, "page": page, **changes}
+        return _url("execution-children", execution.pk, spawner, **params)
+
+    context = {
+        "e": execution,
+        "f": view,
+        "rows": _child_rows(rows, access.can_operate(request)),
+        "status": status, "sort": sort, "page": page, "pages": pages, "matching": present.count(matching),
+        "capped": sort == "duration" and matching > listed, "listed": present.count(listed),
+        "status_links": [(s or "all", s, link(status=s, page=1)) for s in ("", *CHILD_STATUSES)],
+        "sort_links": [(s, link(sort=s, page=1)) for s in queries.SORTS],
+        "first": link(page=1), "previous": link(page=page - 1), "next": link(page=page + 1), "last": link(page=pages),
+        "can_operate": access.can_operate(request),
+        "never_started": present.count(view.never_started),
+    }
+    live = not execution.is_terminal or _has_active_children([view])
+    poll = Poll(f"children-{spawner}", link(), live)
+    return render_fragment(request, "ui/execution/_children.html", context, poll)
+
+
+# --- long tail ----------------------------------------------------------------------------------
+
+CHART_WIDTH, CHART_HEIGHT = 600, 120
+
+
+@dataclass
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str
+
+
+def long_tail(request: UiRequest, execution: Execution, views: list[FanOutView]) -> Fragment:
+    tail, computed_at = _cached_long_tail(execution, views)
+    context = {
+        "e": execution,
+        "tail": tail,
+        "p50": present.duration(tail.p50), "p95": present.duration(tail.p95), "p99": present.duration(tail.p99),
+        "max": present.duration(tail.max), "finished": present.count(tail.count),
+        "bars": histogram(tail.buckets),
+        "markers": markers(tail),
+        "chart_width": CHART_WIDTH, "chart_height": CHART_HEIGHT,
+        "axis_end": present.duration(tail.buckets[-1][1]) if tail.buckets else "",
+        "slowest": [(c, present.duration(c.seconds)) for c in tail.slowest],
+        "computed_at": computed_at,
+    }
+    live = not execution.is_terminal or _has_active_children(views)
+    poll = Poll("execution-long-tail", _url("execution-long-tail", execution.pk), live, every=LONG_TAIL_POLL_SECONDS)
+    return render_fragment(request, "ui/execution/_long_tail.html", context, poll)
+
+
+def _cached_long_tail(execution: Execution, views: list[FanOutView]) -> tuple[queries.Tail, datetime]:
+    """The long tail reads every finished child (~0.1 s at 100,000), so it is computed again
+    only when children finished since, and while they keep finishing at most every
+    ``LONG_TAIL_REFRESH_SECONDS`` (the panel says when it was computed)."""
+    finished = tuple((v.spawner_vertex, v.succeeded, v.failed, v.cancelled) for v in views)
+    key = long_tail_cache_key(execution.pk)
+    cached = cache.get(key)
+    now = timezone.now()
+    if cached is not None:
+        fresh = cached["finished"] == finished
+        recent = (now - cached["at"]).total_seconds() < LONG_TAIL_REFRESH_SECONDS
+        if fresh or (recent and _has_active_children(views)):
+            return cached["tail"], cached["at"]
+    tail = queries.long_tail(execution.pk)
+    cache.set(key, {"finished": finished, "at": now, "tail": tail}, timeout=LONG_TAIL_CACHE_SECONDS)
+    return tail, now
+
+
+def long_tail_cache_key(execution_id: Any) -> str:
+    return f"sb-ui:long-tail:{execution_id}"
+
+
+@dataclass
+class Marker:
+    name: str
+    x: float
+    label_y: int
+
+
+def markers(tail: queries.Tail) -> list[Marker]:
+    """Where p50, p95 and p99 fall on the chart's x axis (labels stepped so they never overlap)."""
+    if not tail.buckets or not tail.buckets[-1][1]:
+        return []
+    end = tail.buckets[-1][1]
+    found = [("p50", tail.p50), ("p95", tail.p95), ("p99", tail.p99)]
+    return [Marker(name, max(8.0, CHART_WIDTH * value / end), 9 + 11 * i)
+            for i, (name, value) in enumerate(found) if value is not None]
+
+
+def histogram(buckets: list[tuple[float, float, int]]) -> list[Bar]:
+    """Bars of an inline SVG chart, heights scaled to the fullest bucket."""
+    if not buckets:
+        return []
+    top = max(n for _, _, n in buckets) or 1
+    width = CHART_WIDTH / len(buckets)
+    bars = []
+    for i, (lo, hi, n) in enumerate(buckets):
+        height = 0.0 if n == 0 else max(1.0, (CHART_HEIGHT - 4) * n / top)
+        bars.append(Bar(i * width + 1, CHART_HEIGHT - height, width - 2, height,
+                        f"{present.duration(lo)} – {present.duration(hi)}: {n:,} children"))
+    return bars

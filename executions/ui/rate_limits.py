@@ -1,0 +1,164 @@
+"""The Rate Limits page (S11): every destination with its concurrency limit and live
+counts; create a destination; edit a limit inline. Counts refresh by polling one small
+fragment whose cells are swapped out-of-band, so a row being edited is left alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from executions import destinations as destination_services
+from executions.demo import LEDGER_HEALTHY
+from executions.errors import Invalid, NotFound
+from executions.models import Destination
+from executions.ui import access, demo_switch, forms, present, queries
+from executions.ui.access import UiRequest, workspace_view
+from executions.ui.responses import POLL_SECONDS, done
+from workflows.audit import audited
+from workflows.models import Role
+
+DEMO_DESTINATION = "demo-ledger"
+
+
+def _entries(rows: list[Destination]) -> list[dict[str, Any]]:
+    """Each destination with its live count cells."""
+    live = destination_services.live_counts([d.pk for d in rows])
+    return [{"d": d, "c": _count_cells(live.get(d.pk, {}))} for d in rows]
+
+
+def _count_cells(live: dict[str, Any]) -> dict[str, str]:
+    calls, errors = live.get("calls") or 0, live.get("errors") or 0
+    latency = [present.duration(ms / 1000) if ms is not None else "–" for ms in (live.get("p50_ms"),
+                                                                                 live.get("p95_ms"))]
+    return {
+        "in_flight": present.count(live.get("in_flight") or 0),
+        "waiting": present.count(live.get("waiting") or 0),
+        "error_rate": f"{present.percent(errors, calls)} ({errors:,}/{calls:,})" if calls else "–",
+        "latency": " / ".join(latency) if calls else "–",
+    }
+
+
+def _row_context(request: UiRequest, destination: Destination, **extra: Any) -> dict[str, Any]:
+    return {"d": destination, "c": _entries([destination])[0]["c"], "can_operate": access.can_operate(request),
+            "is_demo": destination.name == DEMO_DESTINATION, **extra}
+
+
+def _destination(request: UiRequest, destination_id: int) -> Destination:
+    found = queries.destination(request.principal.workspace, destination_id)
+    if found is None:
+        raise NotFound(f"no destination {destination_id}")
+    return found
+
+
+@require_GET
+@workspace_view
+def page(request: UiRequest) -> HttpResponse:
+    rows = queries.destinations(request.principal.workspace)
+    return render(request, "ui/rate_limits.html", {
+        "entries": _entries(rows), "form": forms.DestinationForm(),
+        "can_operate": access.can_operate(request), "poll_seconds": POLL_SECONDS,
+        "demo": _demo_context(rows),
+    })
+
+
+def _demo_context(rows: list[Destination]) -> dict[str, Any] | None:
+    if not any(d.name == DEMO_DESTINATION for d in rows):
+        return None
+    return {"healthy": demo_switch.ledger_healthy()}
+
+
+@require_GET
+@workspace_view
+def counts(request: UiRequest) -> HttpResponse:
+    rows = queries.destinations(request.principal.workspace)
+    return render(request, "ui/rate_limits/_counts.html", {"entries": _entries(rows)})
+
+
+@require_GET
+@workspace_view
+def row(request: UiRequest, destination_id: int) -> HttpResponse:
+    return render(request, "ui/rate_limits/_row.html", _row_context(request, _destination(request, destination_id)))
+
+
+@require_GET
+@workspace_view
+def edit_row(request: UiRequest, destination_id: int) -> HttpResponse:
+    request.principal.require(Role.OPERATOR, "edit limits")
+    destination = _destination(request, destination_id)
+    form = forms.LimitForm(initial={"concurrency_limit": destination.concurrency_limit})
+    return render(request, "ui/rate_limits/_row.html", _row_context(request, destination, editing=True, form=form))
+
+
+@require_POST
+@workspace_view
+def update_limit(request: UiRequest, destination_id: int) -> HttpResponse:
+    principal = request.principal
+    form = forms.LimitForm(request.POST)
+    detail: dict[str, Any] = {"field": "concurrency_limit", "input": request.POST.get("concurrency_limit", "")}
+    try:
+        with audited(principal, "destination.update", target=f"destination:{destination_id}", detail=detail):
+            principal.require(Role.OPERATOR, "edit limits")
+            destination = _destination(request, destination_id)
+            detail.update(name=destination.name, old=destination.concurrency_limit)
+            if not form.is_valid():
+                raise Invalid(forms.describe(form), errors=forms.field_errors(form))
+            detail["new"] = form.cleaned_data["concurrency_limit"]
+            destination_services.update_destination(destination, concurrency_limit=detail["new"])
+    except Invalid as error:
+        # Shown inline in the row being edited, which keeps the operator's input.
+        return render(request, "ui/rate_limits/_row.html", _row_context(
+            request, _destination(request, destination_id), editing=True, form=form, error=error.message),
+            status=400)
+    flash = f"Limit of '{destination.name}' set to {_limit(detail['new'])} (was {_limit(detail['old'])})."
+    return render(request, "ui/rate_limits/_row.html", _row_context(request, destination, flash=flash))
+
+
+def _limit(value: int | None) -> str:
+    return "unlimited" if value is None else f"{value:,}"
+
+
+@require_POST
+@workspace_view
+def create(request: UiRequest) -> HttpResponse:
+    principal = request.principal
+    form = forms.DestinationForm(request.POST)
+    detail: dict[str, Any] = {"name": request.POST.get("name", "")}
+    try:
+        with audited(principal, "destination.create", target=f"destination:{detail['name']}", detail=detail):
+            principal.require(Role.OPERATOR, "create destinations")
+            if not form.is_valid():
+                raise Invalid(forms.describe(form), errors=forms.field_errors(form))
+            created = destination_services.create_destination(principal.workspace, **form.cleaned_data)
+            detail.update(id=created.pk, base_url=created.base_url, concurrency_limit=created.concurrency_limit)
+    except Invalid as error:
+        for item in error.errors:
+            if item["field"] in form.fields and item["field"] not in form.errors:
+                form.add_error(item["field"], item["message"])
+        return render(request, "ui/rate_limits/_create.html", {"form": form, "error": error.message}, status=400)
+    rows = queries.destinations(principal.workspace)
+    return render(request, "ui/rate_limits/_created.html", {
+        "form": forms.DestinationForm(), "entries": _entries(rows), "can_operate": True,
+        "flash": f"Destination '{created.name}' created."})
+
+
+@require_POST
+@workspace_view
+def demo_health(request: UiRequest) -> HttpResponse:
+    principal = request.principal
+    form = forms.SwitchForm(request.POST)
+    with audited(principal, "demo.switch", target=LEDGER_HEALTHY, detail={"on": request.POST.get("on", "")}):
+        principal.require(Role.OPERATOR, "flip demo switches")
+        if not form.is_valid():
+            raise Invalid(forms.describe(form), errors=forms.field_errors(form))
+        demo_switch.set_ledger_healthy(form.cleaned_data["on"])
+    healthy = form.cleaned_data["on"]
+    message = "Demo ledger is healthy: every entry is accepted." if healthy else \
+        "Demo ledger is in an outage: it refuses ~3% of entries."
+    if not request.htmx:
+        return done(request, message, back=reverse("ui:rate-limits"))
+    return render(request, "ui/rate_limits/_demo.html", {"demo": {"healthy": healthy}, "can_operate": True,
+                                                          "flash": message})

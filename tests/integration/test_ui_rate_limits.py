@@ -1,0 +1,150 @@
+"""The Rate Limits page: live counts, inline limit edits with validation and an audit
+record of who changed what, destination creation, and the demo ledger's switch."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from executions import demo
+from executions.models import Destination
+from tests import helpers
+from workflows.models import AuditEvent, Membership, Role
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def client_for(workspace, role: str, name: str) -> Client:
+    user = get_user_model().objects.create_user(name, password="pw")
+    Membership.objects.create(user=user, workspace=workspace, role=role)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def operator(workspace) -> Client:
+    return client_for(workspace, Role.OPERATOR, "op")
+
+
+@pytest.fixture
+def ledger(workspace) -> Destination:
+    demo.load(workspace, base_url="http://127.0.0.1:9")
+    return Destination.objects.get(workspace=workspace, name="demo-ledger")
+
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
+
+def limit_url(destination) -> str:
+    return reverse("ui:destination-limit", args=[destination.pk])
+
+
+def test_the_page_lists_destinations_with_live_counts(operator, ledger, workspace):
+    helpers.publish(workspace, "post", {"start": "p", "vertices": {
+        "p": {"type": "HTTP", "destination": "demo-ledger", "method": "POST", "path": "/entries"}}})
+    for _ in range(3):
+        helpers.start(workspace, "post", {})
+    page = text(operator.get("/rate-limits/"))
+    assert "demo-ledger" in page and 'data-limit="8"' in page
+    assert "refuses ~3% of entries" in page  # the demo switch sits next to it
+    counts = text(operator.get("/rate-limits/counts", **HTMX))
+    # Out-of-band cells: the poller swaps only these, so a row being edited is untouched.
+    assert f'<td class="num" id="destination-{ledger.pk}-waiting" hx-swap-oob="true">3</td>' in counts
+    assert f'id="destination-{ledger.pk}-in-flight" hx-swap-oob="true">0</td>' in counts
+
+
+def test_an_operator_edits_a_limit_inline(operator, ledger):
+    edit = operator.get(reverse("ui:destination-edit", args=[ledger.pk]), **HTMX)
+    assert 'name="concurrency_limit" value="8"' in text(edit)
+    response = operator.post(limit_url(ledger), {"concurrency_limit": " 3 "}, **HTMX)
+    assert response.status_code == 200
+    assert "Limit of 'demo-ledger' set to 3 (was 8)." in text(response)
+    assert Destination.objects.get(pk=ledger.pk).concurrency_limit == 3
+    assert operator.post(limit_url(ledger), {"concurrency_limit": ""}, **HTMX).status_code == 200
+    assert Destination.objects.get(pk=ledger.pk).concurrency_limit is None  # empty = unlimited
+    changes = AuditEvent.objects.filter(action="destination.update").order_by("id")
+    assert [(e.actor, e.outcome, e.detail["old"], e.detail["new"]) for e in changes] == [
+        ("user:op", "accepted", 8, 3), ("user:op", "accepted", 3, None)]
+    assert changes[0].detail["name"] == "demo-ledger"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("-1", "Enter a whole number of concurrent calls (0 or more), or leave it empty for unlimited."),
+    ("2.5", "Enter a whole number of concurrent calls"),
+    ("ten", "Enter a whole number of concurrent calls"),
+    ("٣", "Enter a whole number of concurrent calls"),  # a digit, but not an ASCII one
+    ("99999999999", "A limit is at most 2,147,483,647"),
+])
+def test_a_bad_limit_is_refused_inline_and_audited(operator, ledger, value, message):
+    response = operator.post(limit_url(ledger), {"concurrency_limit": value}, **HTMX)
+    assert response.status_code == 400
+    assert message in text(response)
+    assert f'value="{value}"' in text(response)  # the operator's input is kept for correcting
+    assert Destination.objects.get(pk=ledger.pk).concurrency_limit == 8
+    event = AuditEvent.objects.get(action="destination.update")
+    assert (event.outcome, event.detail["input"]) == ("refused", value)
+
+
+def test_a_viewer_cannot_edit_limits(workspace, ledger):
+    viewer = client_for(workspace, Role.VIEWER, "view")
+    assert viewer.get(reverse("ui:destination-edit", args=[ledger.pk]), **HTMX).status_code == 403
+    response = viewer.post(limit_url(ledger), {"concurrency_limit": "1"}, **HTMX)
+    assert response.status_code == 403
+    assert Destination.objects.get(pk=ledger.pk).concurrency_limit == 8
+    assert AuditEvent.objects.get(action="destination.update").outcome == "refused"
+    assert "Edit" not in text(viewer.get("/rate-limits/")).split("<tbody")[1].split("</tbody>")[0]
+
+
+def test_unknown_or_foreign_destinations_are_not_found(operator, other_workspace):
+    foreign = Destination.objects.create(workspace=other_workspace, name="theirs", base_url="http://127.0.0.1:9")
+    assert operator.post(limit_url(foreign), {"concurrency_limit": "1"}, **HTMX).status_code == 404
+    assert operator.get(reverse("ui:destination-row", args=[999_999]), **HTMX).status_code == 404
+    assert Destination.objects.get(pk=foreign.pk).concurrency_limit is None
+
+
+def test_an_operator_creates_a_destination(operator, workspace):
+    response = operator.post("/rate-limits/new", {"name": "billing-api", "base_url": "https://billing.example",
+                                                  "timeout_seconds": "5", "concurrency_limit": "4"}, **HTMX)
+    assert response.status_code == 200
+    created = Destination.objects.get(workspace=workspace, name="billing-api")
+    assert (created.base_url, created.timeout_seconds, created.concurrency_limit) == ("https://billing.example", 5, 4)
+    assert 'id="destinations" hx-swap-oob="true"' in text(response)  # the table, with the new row
+    event = AuditEvent.objects.get(action="destination.create")
+    assert (event.actor, event.outcome, event.target) == ("user:op", "accepted", "destination:billing-api")
+
+
+@pytest.mark.parametrize(("fields", "message", "status"), [
+    ({"name": "", "base_url": "https://x.example"}, "name: This field is required.", 400),
+    ({"name": "bad name!", "base_url": "https://x.example"}, "1-100 letters, digits", 400),
+    ({"name": "x", "base_url": "ftp://x.example"}, "must be an http(s) URL", 400),
+    ({"name": "x", "base_url": "https://x.example", "timeout_seconds": "soon"}, "Enter a number of seconds", 400),
+    ({"name": "x", "base_url": "https://x.example", "timeout_seconds": "0"}, "timeout_seconds: must be a number", 400),
+    ({"name": "demo-ledger", "base_url": "https://x.example"}, "a destination named 'demo-ledger' already exists",
+     409),
+])
+def test_creating_a_bad_destination_says_why(operator, ledger, fields, message, status):
+    response = operator.post("/rate-limits/new", {"timeout_seconds": "10", **fields}, **HTMX)
+    assert response.status_code == status
+    assert message in text(response)
+    assert Destination.objects.count() == 1
+
+
+def test_the_demo_ledger_switch_is_flipped_and_audited(operator, ledger):
+    assert not demo.ledger_healthy()
+    response = operator.post(reverse("ui:demo-ledger-health"), {"on": "1"}, **HTMX)
+    assert response.status_code == 200
+    assert demo.ledger_healthy()
+    assert 'data-healthy="yes"' in text(response)
+    assert operator.post(reverse("ui:demo-ledger-health"), {"on": "maybe"}, **HTMX).status_code == 400
+    assert demo.ledger_healthy()
+    outcomes = list(AuditEvent.objects.filter(action="demo.switch").order_by("id").values_list("outcome", flat=True))
+    assert outcomes == ["accepted", "refused"]
+
