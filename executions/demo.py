@@ -79,6 +79,11 @@ def ledger_healthy() -> bool:
     return DemoSwitch.objects.filter(name=LEDGER_HEALTHY, on=True).exists()
 
 
+def set_ledger_healthy(on: bool) -> None:
+    """Flip the demo ledger's outage: healthy, it accepts every entry."""
+    DemoSwitch.objects.update_or_create(name=LEDGER_HEALTHY, defaults={"on": on})
+
+
 @csrf_exempt
 @require_POST
 def ledger_entries_view(request: HttpRequest) -> HttpResponse:

@@ -1,4 +1,5 @@
-"""Reads for executions: lineage, steps, fan-out progress, children, long-tail latency.
+"""Reads for executions: lineage, steps, fan-out progress, payloads (the UI's long-tail
+latency is in executions/ui/queries.py).
 
 Everything here is indexed and bounded: counts come from FanOut counters and a grouped
 count over the (parent, status) index, children are paginated, percentiles are computed in
@@ -7,12 +8,10 @@ PostgreSQL — a 100,000-child execution costs the same few queries as a small o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import F
 
 from executions import fanout as fanout_module
 from executions import payloads
@@ -134,51 +133,3 @@ def payload_sizes(execution: Execution) -> dict[str, int]:
     with connection.cursor() as cursor:
         cursor.execute(PAYLOAD_SIZES, {"execution": execution.pk, "names": names})
         return dict(cursor.fetchall())
-
-
-LATENCY = """
-    SELECT count(*),
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY d), percentile_cont(0.95) WITHIN GROUP (ORDER BY d),
-           percentile_cont(0.99) WITHIN GROUP (ORDER BY d), max(d)
-    FROM (SELECT extract(epoch FROM finished_at - started_at) AS d FROM executions_execution
-          WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL) x
-"""
-
-HISTOGRAM = """
-    SELECT width_bucket(d, 0, %(top)s, %(buckets)s) AS bucket, count(*)
-    FROM (SELECT extract(epoch FROM finished_at - started_at) AS d FROM executions_execution
-          WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL) x
-    GROUP BY 1 ORDER BY 1
-"""
-
-
-@dataclass
-class LongTail:
-    count: int
-    p50: float | None
-    p95: float | None
-    p99: float | None
-    max: float | None
-    buckets: list[tuple[float, float, int]]  # (from seconds, to seconds, children)
-    slowest: Sequence[Execution]
-
-
-def long_tail(parent: Execution, *, buckets: int = 20) -> LongTail:
-    with connection.cursor() as cursor:
-        cursor.execute(LATENCY, {"parent": parent.pk})
-        count, p50, p95, p99, top = cursor.fetchone()
-        histogram: list[tuple[float, float, int]] = []
-        if count and top:
-            width = float(top) / buckets
-            cursor.execute(HISTOGRAM, {"parent": parent.pk, "top": float(top) * 1.000001, "buckets": buckets})
-            by_bucket = dict(cursor.fetchall())
-            histogram = [((b - 1) * width, b * width, int(by_bucket.get(b, 0))) for b in range(1, buckets + 1)]
-    slowest = list(
-        Execution.objects.filter(parent=parent, finished_at__isnull=False, started_at__isnull=False)
-        .annotate(took=F("finished_at") - F("started_at")).order_by("-took")[:10]
-    )
-    return LongTail(int(count or 0), _f(p50), _f(p95), _f(p99), _f(top), histogram, slowest)
-
-
-def _f(value: Any) -> float | None:
-    return None if value is None else float(value)

@@ -274,6 +274,7 @@ def _reopen_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
         return
     reopened = move_steps(cursor, S.WAITING, _merge_source(fanouts), from_=[S.FAILED],
                           sets={"error": "''", "attempt": "s.attempt + 1",
+                                "max_attempts": "greatest(s.max_attempts, s.attempt + 1)",
                                 "wait_reason": "'waiting for children'"},
                           message="re-opened: a child was retried (redrive)")
     if reopened:

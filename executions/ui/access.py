@@ -15,7 +15,9 @@ from django.shortcuts import resolve_url
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
+from executions.models import Execution
 from executions.ui import responses
+from workflows import sudo
 from workflows.access import Principal, principal_for_user
 from workflows.models import Role
 
@@ -58,6 +60,10 @@ def _to_login(request: HttpRequest) -> HttpResponse:
     return redirect_to_login(request.get_full_path())
 
 
-def can_operate(request: UiRequest) -> bool:
-    """Whether to show action buttons (the server checks again on every POST)."""
+def can_operate(request: UiRequest, execution: Execution | None = None) -> bool:
+    """Whether to show action buttons (the server checks again on every POST). Executions of
+    a reserved system workflow take actions only from a signed system actor (S15), which a
+    browser session never is."""
+    if execution is not None and sudo.is_reserved(execution.workflow.key):
+        return False
     return request.principal.can(Role.OPERATOR)

@@ -54,7 +54,7 @@ def retry_failed_children(request: UiRequest, execution_id: uuid.UUID, spawner: 
     principal = request.principal
     # audited() writes its row after the body, so the count recorded is the real one.
     detail: dict[str, object] = {"spawner": spawner}
-    with audited(principal, "execution.retry_failed_children", target=str(execution_id), detail=detail):
+    with audited(principal, "execution.retry-failed-children", target=str(execution_id), detail=detail):
         principal.require(Role.OPERATOR, "retry children")
         execution = services.get_execution(principal.workspace, execution_id)
         detail["retried"] = retried = services.retry_failed_children(execution, spawner=spawner,

@@ -21,6 +21,7 @@ from executions.selectors import FanOutView
 from executions.ui import access, present, queries
 from executions.ui.access import UiRequest
 from executions.ui.responses import Fragment, Poll, render_fragment
+from workflows import sudo
 from workflows.models import WorkflowDefinition
 
 EVENTS_SHOWN = 200
@@ -55,7 +56,8 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "output_size": present.size(output.size_bytes) if output else "",
         "workflow_admin": reverse("admin:workflows_workflowdefinition_change", args=[execution.workflow_id]),
         "version_admin": reverse("admin:workflows_workflowversion_change", args=[execution.version_id]),
-        "can_operate": access.can_operate(request),
+        "can_operate": access.can_operate(request, execution),
+        "reserved": sudo.is_reserved(execution.workflow.key),
     }
     poll = Poll("execution-header", _url("execution-header", execution.pk), live=not execution.is_terminal)
     return render_fragment(request, "ui/execution/_header.html", context, poll)
@@ -89,7 +91,7 @@ def steps(request: UiRequest, execution: Execution) -> Fragment:
         "execution_events": by_step[None],
         "events_truncated": len(shown) >= EVENTS_SHOWN,
         "events_shown": EVENTS_SHOWN,
-        "can_operate": access.can_operate(request),
+        "can_operate": access.can_operate(request, execution),
     }
     poll = Poll("execution-steps", _url("execution-steps", execution.pk), live=not execution.is_terminal)
     return render_fragment(request, "ui/execution/_steps.html", context, poll)
@@ -151,7 +153,7 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "verdict": verdict(view),
         "merge": merge,
         "children_url": _url("execution-children", execution.pk, view.spawner_vertex),
-        "can_operate": access.can_operate(request),
+        "can_operate": access.can_operate(request, execution),
     }
     live = not execution.is_terminal or _has_active_children([view])
     poll = Poll(f"fanout-{view.spawner_vertex}", _url("execution-fanout", execution.pk, view.spawner_vertex), live)
@@ -232,13 +234,13 @@ def children(request: UiRequest, execution: Execution, view: FanOutView, *, stat
     context = {
         "e": execution,
         "f": view,
-        "rows": _child_rows(rows, access.can_operate(request)),
+        "rows": _child_rows(rows, access.can_operate(request, execution)),
         "status": status, "sort": sort, "page": page, "pages": pages, "matching": present.count(matching),
         "capped": sort == "duration" and matching > listed, "listed": present.count(listed),
         "status_links": [(s or "all", s, link(status=s, page=1)) for s in ("", *CHILD_STATUSES)],
         "sort_links": [(s, link(sort=s, page=1)) for s in queries.SORTS],
         "first": link(page=1), "previous": link(page=page - 1), "next": link(page=page + 1), "last": link(page=pages),
-        "can_operate": access.can_operate(request),
+        "can_operate": access.can_operate(request, execution),
         "never_started": present.count(view.never_started),
     }
     live = not execution.is_terminal or _has_active_children([view])

@@ -11,11 +11,12 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from executions import demo
 from executions import destinations as destination_services
 from executions.demo import LEDGER_HEALTHY
 from executions.errors import Invalid, NotFound
 from executions.models import Destination
-from executions.ui import access, demo_switch, forms, present, queries
+from executions.ui import access, forms, present, queries
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import POLL_SECONDS, done
 from workflows.audit import audited
@@ -68,7 +69,7 @@ def page(request: UiRequest) -> HttpResponse:
 def _demo_context(rows: list[Destination]) -> dict[str, Any] | None:
     if not any(d.name == DEMO_DESTINATION for d in rows):
         return None
-    return {"healthy": demo_switch.ledger_healthy()}
+    return {"healthy": demo.ledger_healthy()}
 
 
 @require_GET
@@ -154,7 +155,7 @@ def demo_health(request: UiRequest) -> HttpResponse:
         principal.require(Role.OPERATOR, "flip demo switches")
         if not form.is_valid():
             raise Invalid(forms.describe(form), errors=forms.field_errors(form))
-        demo_switch.set_ledger_healthy(form.cleaned_data["on"])
+        demo.set_ledger_healthy(form.cleaned_data["on"])
     healthy = form.cleaned_data["on"]
     message = "Demo ledger is healthy: every entry is accepted." if healthy else \
         "Demo ledger is in an outage: it refuses ~3% of entries."

@@ -98,4 +98,4 @@ def test_operator_repairs_a_failed_ledger_migration(page, ui, operator, qcluster
     assert helpers.child_counts(execution) == {"SUCCEEDED": REFUSED + ACCEPTED}
     actions = list(AuditEvent.objects.filter(actor="user:oper", outcome="accepted").values_list("action", flat=True)
                    .order_by("id"))
-    assert actions == ["demo.switch", "execution.retry", "execution.retry_failed_children"]
+    assert actions == ["demo.switch", "execution.retry", "execution.retry-failed-children"]

@@ -172,3 +172,17 @@ def test_the_reserved_patterns_are_a_setting(workspace: Any, settings: Any) -> N
     with pytest.raises(ServiceError, match="it matches 'ops-\\?'"):
         publish_version(workspace, "ops-1", helpers.NOOP)
     helpers.publish(workspace, "system.now-ordinary", helpers.NOOP)  # no longer reserved
+
+
+def test_the_ui_shows_no_action_buttons_on_system_executions_and_says_why(workspace: Any) -> None:
+    publish_system(workspace, "system.fan", helpers.fanout_doc("system.child"))
+    publish_system(workspace, "system.child", helpers.FAIL_IF)
+    parent = start_system(workspace, "system.fan", {"items": [{"fail": True}]})
+    helpers.run_engine()
+    child = Execution.objects.get(parent=parent)
+    client = _ui_client(workspace, Role.ADMIN, is_superuser=True, is_staff=True)
+    for execution in (parent, child):
+        page = client.get(reverse("ui:execution-detail", args=[execution.pk])).content.decode()
+        assert "only a signed system actor may retry or cancel it" in page
+        assert reverse("ui:execution-retry", args=[execution.pk]) not in page
+        assert reverse("ui:execution-cancel", args=[execution.pk]) not in page

@@ -72,7 +72,7 @@ def test_retry_all_failed_children_records_how_many(operator, failed_fanout):
     response = operator.post(url("retry-failed-children", failed_fanout.pk, "fan"), **HTMX)
     assert response.status_code == 200
     assert helpers.child_counts(failed_fanout) == {"SUCCEEDED": 6, "PENDING": 2}
-    event = AuditEvent.objects.get(action="execution.retry_failed_children")
+    event = AuditEvent.objects.get(action="execution.retry-failed-children")
     assert (event.actor, event.outcome, event.target) == ("user:op", "accepted", str(failed_fanout.pk))
     assert event.detail == {"spawner": "fan", "retried": 2}
     helpers.run_engine()  # demo.fail_if fails them again; the merge decides again
