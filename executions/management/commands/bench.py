@@ -6,6 +6,7 @@
     manage.py bench baseline --items 2000 --workers 2 [--compare]
     manage.py bench redelivery --items 10000
     manage.py bench scale [--sizes 1000,10000,100000]
+    manage.py bench ui --children 100000      (the operator UI's server time; same as bench_ui)
 """
 
 from __future__ import annotations
@@ -40,12 +41,21 @@ class Command(BaseCommand):
         scale = sub.add_parser("scale", help="per-item cost and peak memory at several sizes")
         scale.add_argument("--sizes", default="1000,10000,100000")
         scale.add_argument("--workers", type=int, default=2)
+        ui = sub.add_parser("ui", help="server time of the execution view over a large fan-out")
+        ui.add_argument("--children", type=int, default=100_000)
+        ui.add_argument("--repeats", type=int, default=5)
         for each in (fanout, floor, baseline, redelivery, scale):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from bench import common
 
+        if options["which"] == "ui":  # it manages its own throwaway database
+            from django.core.management import call_command
+
+            call_command("bench_ui", children=options["children"], repeats=options["repeats"], json=True,
+                         stdout=self.stdout, stderr=self.stderr)
+            return
         if not common.in_bench_database():
             common.reexec_in_bench_database(sys.argv[1:])
         result = getattr(self, f"_{options['which']}")(options)
