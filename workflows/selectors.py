@@ -40,6 +40,3 @@ def version_diff(version: WorkflowVersion) -> str:
 def definition_by_key(workspace: Workspace, key: str) -> WorkflowDefinition | None:
     return WorkflowDefinition.objects.filter(workspace=workspace, key=key).select_related("current_version").first()
 
-
-def default_workspace() -> Workspace:
-    return Workspace.objects.get(slug="default")

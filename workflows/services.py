@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from workflows import dsl, sudo
-from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
+from workflows.models import Plan, WorkflowDefinition, WorkflowVersion, Workspace
 
 _INSERT_DEFINITION = """
 INSERT INTO workflows_workflowdefinition (workspace_id, key, created_at, updated_at)
@@ -84,3 +84,11 @@ def publish_version(workspace: Workspace, key: str, doc: Any, *, author: str = "
 def describe_errors(error: dsl.DslError) -> str:
     return "\n".join(f"{path}: {message}" for path, message in error.errors)
 
+
+
+def ensure_default_workspace() -> Workspace:
+    """The ``default`` workspace and plan (a migration creates them; this re-creates them if
+    they were removed, so the local main job always has a workspace to run in)."""
+    plan, _ = Plan.objects.get_or_create(name="default", defaults={"executions_per_day": 5_000_000})
+    workspace, _ = Workspace.objects.get_or_create(slug="default", defaults={"name": "Default workspace", "plan": plan})
+    return workspace

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from executions import demo, services
 from executions.models import Execution
 from workflows.models import Membership, Role, Workspace
+from workflows.services import ensure_default_workspace
 
 LOCAL_DIR = Path(settings.BASE_DIR) / ".local"
 
@@ -35,9 +36,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
-        password = self._admin_password()
+        workspace = ensure_default_workspace()
+        password = self._admin_password(workspace)
         base_url = f"http://{options['host']}:{options['port']}"
-        workspace = Workspace.objects.get(slug="default")
         demo.load(workspace, base_url=base_url)
         procs = self._start(options["host"], options["port"])
         try:
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         finally:
             self._stop(procs)
 
-    def _admin_password(self) -> str:
+    def _admin_password(self, workspace: Workspace) -> str:
         LOCAL_DIR.mkdir(exist_ok=True)
         secret_file = LOCAL_DIR / "admin-password"
         password = os.environ.get("SB_ADMIN_PASSWORD") or (
@@ -60,8 +61,7 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        Membership.objects.update_or_create(user=user, workspace=Workspace.objects.get(slug="default"),
-                                            defaults={"role": Role.ADMIN})
+        Membership.objects.update_or_create(user=user, workspace=workspace, defaults={"role": Role.ADMIN})
         return password
 
     def _start(self, host: str, port: int) -> list[subprocess.Popen[bytes]]:
