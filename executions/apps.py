@@ -8,9 +8,10 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from executions import worker
+        from executions import runtime, worker
 
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
+        runtime.install()  # before qcluster builds its queues: a SIGKILLed idle worker must not wedge them
 
         import os
 

@@ -96,6 +96,9 @@ class StepRun:
     destination: dict[str, Any] | None
     output_text: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Set when its vertex moves the step out of RUNNING in its own fenced transaction: the
+    # lease then ends with a result, not lost (the drain's heartbeat must not take it so).
+    finished_itself: bool = False
 
     @property
     def step_id(self) -> int:
@@ -151,7 +154,7 @@ class FencedTransaction:
         ``outcomes.committed()``)."""
         prepare_output(self.run, outcome)
         commit(self.cursor, [(self.run, outcome)], fenced=False)
-        self.finished = True
+        self.finished = self.run.finished_itself = True
 
 
 def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
@@ -234,8 +237,14 @@ INSERT_STEPS = """
 """
 
 
+# Vertices without a retry policy (MERGE, TIMER, CHOICE, SUCCEED, FAIL) run no user code and
+# are safe to run again; they lose their worker like any step (kill -9, a database restart)
+# and must not fail their execution for it. The bound still ends one that crashes every time.
+INTERNAL_MAX_ATTEMPTS = 5
+
+
 def max_attempts(vertex: ast.Vertex) -> int:
-    return vertex.retry.max_attempts if isinstance(vertex, ast.WorkVertex) else 1
+    return vertex.retry.max_attempts if isinstance(vertex, ast.WorkVertex) else INTERNAL_MAX_ATTEMPTS
 
 
 def create_steps(cursor: Any, entries: Sequence[tuple[ExecutionInfo, ast.Vertex, str | None]]) -> None:
@@ -306,7 +315,7 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
         message=("text", lambda r, o: o.reason))
     stale = [run for run, _ in results if run.step_id not in moved]
     if stale:
-        _note_stale(cursor, stale)
+        note_fenced(cursor, stale, "discarded a late result: this worker's lease was no longer current (fenced)")
     _after_success(cursor, [(r, o) for r, o in groups.get("succeeded", []) if r.step_id in moved])
     fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error) for r, o in groups.get("failed", [])
                              if r.step_id in moved])
@@ -326,13 +335,12 @@ def _move(cursor: Any, to: str, results: list[tuple[StepRun, Outcome]], fenced: 
     return {row["id"] for row in rows}
 
 
-def _note_stale(cursor: Any, stale: list[StepRun]) -> None:
+def note_fenced(cursor: Any, stale: Sequence[StepRun], message: str) -> None:
+    """Record in each step's history that a stale worker's result was discarded (S5)."""
     for run in stale:
-        log.warning("discarded a late result for step %s (%s/%s, attempt %s): lease no longer held",
+        log.warning("discarded a result for step %s (%s/%s, attempt %s): lease no longer held",
                     run.step_id, run.execution.id, run.vertex.id, run.attempt)
-    state.note(cursor, [(r.execution.id, r.step_id, r.vertex.id, r.attempt,
-                         "discarded a late result: this worker's lease was no longer current (fenced)")
-                        for r in stale])
+    state.note(cursor, [(r.execution.id, r.step_id, r.vertex.id, r.attempt, message) for r in stale])
 
 
 def _after_success(cursor: Any, results: list[tuple[StepRun, Outcome]]) -> None:

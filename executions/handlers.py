@@ -12,6 +12,10 @@ at least once per step: forward ``context.idempotency_key`` to anything with sid
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,3 +78,20 @@ def sleep(data: Any, context: HandlerContext) -> Any:
     seconds = float(data.get("seconds", 1)) if isinstance(data, dict) else 1.0
     time.sleep(max(0.0, min(seconds, 3600.0)))
     return data
+
+
+@handler("demo.crash_if")
+def crash_if(data: Any, context: HandlerContext) -> Any:
+    """A fault-injection handler. With ``"crash": true`` in its input it SIGKILLs the worker
+    process running it — on every attempt, so the step is a poison pill that the reaper fails
+    after its ``maxAttempts``. Otherwise it works for ``seconds`` (default 0) and returns the
+    attempt and the worker (``host:pid``) that ran it, which makes re-runs visible."""
+    if isinstance(data, dict) and data.get("crash") is True:
+        if multiprocessing.current_process().name == "MainProcess":
+            # Only a worker subprocess may die: never a web server, a command or a test runner.
+            raise NonRetryable("demo.crash_if kills only worker subprocesses (this is a main process)")
+        os.kill(os.getpid(), signal.SIGKILL)
+    seconds = float(data.get("seconds", 0)) if isinstance(data, dict) else 0.0
+    if seconds > 0:
+        time.sleep(min(seconds, 3600.0))
+    return {"attempt": context.attempt, "worker": f"{socket.gethostname()}:{os.getpid()}"}

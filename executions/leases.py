@@ -11,6 +11,10 @@
 * **Heartbeat**: a worker renews the leases of the steps it is still running.
 * **Reap**: expired leases go back to READY with attempt + 1, or FAILED once the step has
   used its attempts ("lease expired N times"), so a step that kills its worker ends.
+* **Isolation**: a step on its last attempt that already lost a lease may be what killed
+  its worker (a poison pill). It is claimed *alone*, by a drain with nothing else in flight,
+  which claims nothing more until it finishes; otherwise the poison would take the innocent
+  steps of its batch down with it on every attempt, and they would fail with it.
 """
 
 from __future__ import annotations
@@ -29,13 +33,18 @@ from executions.models import ExecutionStatus, StepStatus
 
 S = StepStatus
 
-CLAIM_FREE = """
-    SELECT id FROM executions_step
+# A step that must be claimed alone (see Isolation above).
+SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"
+
+# Claims lock their candidates, then move the chosen ones (_take): a suspect among them is
+# taken alone, or not at all by a drain that has work in flight.
+CLAIM_FREE = f"""
+    SELECT id, {SUSPECT} AS suspect FROM executions_step
     WHERE status = 'READY' AND destination_id IS NULL AND due_at <= now()
     ORDER BY due_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-"""
+"""  # noqa: S608 - constant SQL
 
 # Step 1 of a destination claim: lock the destinations that have due work, in id order.
 # SKIP LOCKED: a destination locked by another claimer is being served by it right now.
@@ -64,13 +73,14 @@ DESTINATION_BUDGETS = """
     FROM executions_destination d WHERE d.id = ANY(%(ids)s)
 """
 
-CLAIM_DESTINATION = """
-    SELECT s.id FROM unnest(%(dest_ids)s::bigint[], %(dest_free)s::int[]) AS b(id, free),
-    LATERAL (SELECT id FROM executions_step
+CLAIM_DESTINATION = f"""
+    SELECT s.id, s.suspect FROM unnest(%(dest_ids)s::bigint[], %(dest_free)s::int[]) AS b(id, free),
+    LATERAL (SELECT id, due_at, {SUSPECT} AS suspect FROM executions_step
              WHERE destination_id = b.id AND status = 'READY' AND due_at <= now()
              ORDER BY due_at LIMIT b.free
              FOR UPDATE SKIP LOCKED) s
-"""
+    ORDER BY s.due_at
+"""  # noqa: S608 - constant SQL
 
 # Spend the tokens of the claimed requests (rows are still locked by this transaction).
 SPEND_RATE_TOKENS = """
@@ -123,25 +133,46 @@ class ClaimedStep:
     state: dict[str, Any]
     destination_id: int | None
     claimed_at: datetime
+    lease_expiries: int = 0
 
     @property
     def lease(self) -> Lease:
         return Lease(self.step_id, self.lease_token)
+
+    @property
+    def suspect(self) -> bool:
+        """Its last attempt, after a lost lease: it runs alone (see Isolation above)."""
+        return self.lease_expiries > 0 and self.attempt >= self.max_attempts
 
 
 def lease_seconds() -> float:
     return float(settings.SB["LEASE_SECONDS"])
 
 
-def _claim(cursor: Any, source_sql: str, params: dict[str, Any]) -> list[ClaimedStep]:
+def _take(cursor: Any, candidates_sql: str, params: dict[str, Any], alone: bool) -> tuple[list[int], bool]:
+    """Which of the (locked) candidates to claim, and whether a suspect among them waits
+    for a drain with nothing in flight. Candidates left unclaimed are unlocked at commit."""
+    cursor.execute(candidates_sql, params)
+    rows = cursor.fetchall()
+    suspects = [step_id for step_id, suspect in rows if suspect]
+    if suspects:
+        return (suspects[:1] if alone else []), not alone
+    return [step_id for step_id, _ in rows], False
+
+
+def _claim(cursor: Any, step_ids: list[int]) -> list[ClaimedStep]:
+    if not step_ids:
+        return []
+    source = state.ids(step_ids)
     moved = state.move_steps(
-        cursor, S.RUNNING, state.Source(source_sql, {**params, "lease": lease_seconds(), "worker": worker_label()}),
+        cursor, S.RUNNING, state.Source(source.sql, {**source.params, "lease": lease_seconds(),
+                                                     "worker": worker_label()}),
         from_=[S.READY], skip_locked=True,
         sets={"lease_token": "gen_random_uuid()",
               "lease_expires_at": "now() + make_interval(secs => %(lease)s)",
               "leased_by": "%(worker)s"},
         returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
-                   "now() AS claimed_at"),
+                   "now() AS claimed_at", "s.lease_expiries"),
     )
     return [
         ClaimedStep(
@@ -149,28 +180,30 @@ def _claim(cursor: Any, source_sql: str, params: dict[str, Any]) -> list[Claimed
             prev_vertex=row["prev_vertex"], attempt=row["attempt"], max_attempts=row["max_attempts"],
             lease_token=row["lease_token"], state=payloads.decode(row["state"]) or {},
             destination_id=row["destination_id"],
-            claimed_at=row["claimed_at"],
+            claimed_at=row["claimed_at"], lease_expiries=row["lease_expiries"],
         )
         for row in moved
     ]
 
 
-def claim(cursor: Any, limit: int) -> list[ClaimedStep]:
+def claim(cursor: Any, limit: int, *, alone: bool = True) -> list[ClaimedStep]:
     """Claim up to ``limit`` due steps (call inside a transaction); their executions that
-    had not started yet move from PENDING to RUNNING."""
+    had not started yet move from PENDING to RUNNING. ``alone``: the caller has nothing in
+    flight, so it may take a suspect — which then comes by itself (see Isolation above)."""
     if limit <= 0:
         return []
-    claimed = _claim(cursor, CLAIM_FREE, {"limit": limit})
+    step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": limit}, alone)
+    claimed = _claim(cursor, step_ids)
     remaining = limit - len(claimed)
-    if remaining > 0:
-        claimed += _claim_destinations(cursor, remaining)
+    if remaining > 0 and not waiting and not any(c.suspect for c in claimed):
+        claimed += _claim_destinations(cursor, remaining, alone=alone and not claimed)
     if claimed:
         state.move_executions(cursor, ExecutionStatus.RUNNING, state.ids({c.execution_id for c in claimed}, "uuid"),
                               from_=[ExecutionStatus.PENDING])
     return claimed
 
 
-def _claim_destinations(cursor: Any, limit: int) -> list[ClaimedStep]:
+def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> list[ClaimedStep]:
     cursor.execute(LOCK_DESTINATIONS)
     locked = [row[0] for row in cursor.fetchall()]
     if not locked:
@@ -179,9 +212,10 @@ def _claim_destinations(cursor: Any, limit: int) -> list[ClaimedStep]:
     budgets = [(dest_id, free) for dest_id, free in cursor.fetchall() if free > 0]
     if not budgets:
         return []
-    claimed = _claim(cursor, CLAIM_DESTINATION, {
+    step_ids, _ = _take(cursor, CLAIM_DESTINATION, {
         "dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets],
-    })
+    }, alone)
+    claimed = _claim(cursor, step_ids)
     counts: dict[int, int] = {}
     for step in claimed:
         if step.destination_id is not None:

@@ -45,6 +45,10 @@ NEXT_DUE = """
 """
 WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status IN ('READY', 'RUNNING'))"
 
+# A lost database connection, seen through Django's connection or the drain's own LISTEN
+# connection (plain psycopg: an idle drain meets a restart there first).
+CONNECTION_LOST = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+
 REAP_EVERY = 5.0  # seconds between reaper runs inside a live drain
 STOP_CHECK_EVERY = 1.0  # seconds between checks that our cluster is stopping
 SHUTDOWN_GRACE = 3.0  # seconds in-flight steps get to finish when the cluster stops
@@ -58,6 +62,7 @@ class InFlight:
     started: float = 0.0  # monotonic time the handler started (0: still queued)
     deadline: float | None = None
     results: list[Outcome] = field(default_factory=list)
+    lost: bool = False  # its lease was taken over: not started yet, it never will
 
 
 class StepPool:
@@ -130,6 +135,7 @@ class Drain:
         self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
         self.stopping_since: float | None = None
         self.steps_done = 0
+        self.asked_for_help = False
         # linger=False: stop as soon as nothing is claimable now (tests; never waits on timers).
         self.linger = linger
 
@@ -194,16 +200,25 @@ class Drain:
         room = self.batch - len(self.in_flight)
         if room < max(1, self.batch // 4):
             return 0
+        if any(entry.run.claimed.suspect for entry in self.in_flight.values()):
+            return 0  # a step that may kill its worker runs alone (leases.py, "Isolation")
         with transaction.atomic(), connection.cursor() as cursor:
-            claimed = leases.claim(cursor, room)
+            claimed = leases.claim(cursor, room, alone=not self.in_flight)
             runs = engine.load_runs(cursor, claimed)
         for run in runs:
             entry = InFlight(run)
             future = self.pool.submit(self._execute, entry)
             self.in_flight[future] = entry
+        if len(runs) == room and not self.asked_for_help:
+            # More ready work than this drain takes: ask (once) for another drain, so idle
+            # worker processes join in — and one is alive to reap if this one stalls.
+            self.asked_for_help = True
+            kick.request_drain()
         return len(runs)
 
     def _execute(self, entry: InFlight) -> Outcome:
+        if entry.lost:
+            raise LeaseLost(f"step {entry.run.step_id} lost its lease before it started")
         entry.started = time.monotonic()
         vertex = entry.run.vertex
         if isinstance(vertex, ast.WorkVertex):
@@ -257,13 +272,27 @@ class Drain:
             running = [e.run.claimed.lease for e in self.in_flight.values()]
             with connection.cursor() as cursor:
                 kept = leases.heartbeat(cursor, running)
-            for future, entry in list(self.in_flight.items()):
-                if entry.run.step_id not in kept:
-                    log.warning("lease of step %s was lost while it ran", entry.run.step_id)
-                    del self.in_flight[future]
+            # Not RUNNING with our token any more, yet neither finished here nor moved on by
+            # its own vertex (a MERGE or CHAIN commits itself): another worker has it.
+            lost = [(future, entry) for future, entry in self.in_flight.items()
+                    if entry.run.step_id not in kept and not future.done() and not entry.run.finished_itself]
+            if lost:
+                self._fence_off(lost)
         if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
             self.last_reap = now
             engine.reap()
+
+    def _fence_off(self, lost: list[tuple[Future[Outcome], InFlight]]) -> None:
+        """Steps whose lease another worker took while they ran here (this process paused,
+        or lost its connection, past the lease): their results will be discarded, one not
+        started yet does not start, and each step's history says so (S5, like a late result
+        discarded at commit)."""
+        for future, entry in lost:
+            entry.lost = True
+            del self.in_flight[future]
+        with transaction.atomic(), connection.cursor() as cursor:
+            engine.note_fenced(cursor, [entry.run for _, entry in lost],
+                               "discarded the run: this worker's lease was lost while the step ran (fenced)")
 
     # -- idling -------------------------------------------------------------------------------
     def _idle_wait(self, idle_since: float) -> bool:
@@ -384,7 +413,7 @@ def _drain_resiliently() -> int:
         try:
             done += Drain().run()
             return done
-        except (OperationalError, InterfaceError) as error:
+        except CONNECTION_LOST as error:
             log.warning("database connection lost in a drain (%s); reconnecting in %.1fs", error, backoff)
             connection.close()
             time.sleep(backoff)  # reconnection back-off; durable waiting is never done this way
