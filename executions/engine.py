@@ -313,12 +313,15 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
         "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)",
     }, reason=("text", lambda r, o: o.reason[:300]), state=("jsonb", lambda r, o: _json(o.state)),
         message=("text", lambda r, o: o.reason))
+    # A step back to waiting (a retry backoff, a timer, a merge) means its execution has started.
+    start_executions(cursor, [r for key in ("retry", "wait", "signal") for r, _ in groups.get(key, [])
+                              if r.step_id in moved])
     stale = [run for run, _ in results if run.step_id not in moved]
     if stale:
         note_fenced(cursor, stale, "discarded a late result: this worker's lease was no longer current (fenced)")
     _after_success(cursor, [(r, o) for r, o in groups.get("succeeded", []) if r.step_id in moved])
-    fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error) for r, o in groups.get("failed", [])
-                             if r.step_id in moved])
+    fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error, r.claimed.claimed_at)
+                             for r, o in groups.get("failed", []) if r.step_id in moved])
     return stale
 
 
@@ -346,39 +349,60 @@ def note_fenced(cursor: Any, stale: Sequence[StepRun], message: str) -> None:
 def _after_success(cursor: Any, results: list[tuple[StepRun, Outcome]]) -> None:
     payloads.put_many(cursor, [(r.execution.id, r.vertex.id, r.output_text) for r, _ in results
                                if r.output_text is not None])
-    continuing, ending = [], []
+    continuing, moving_on, ending = [], [], []
     for run, outcome in results:
         target = None if outcome.end else (outcome.next or run.vertex.next)
         if target:
             continuing.append((run.execution, run.version.workflow.vertices[target], run.vertex.id))
+            moving_on.append(run)
         else:
             ending.append((run, outcome))
     create_steps(cursor, continuing)
+    start_executions(cursor, moving_on)
     succeeded = [(r, o) for r, o in ending if (o.end or E.SUCCEEDED) == E.SUCCEEDED]
     if succeeded:
         state.move_executions(cursor, E.SUCCEEDED, state.rows({
             "output_vertex": ("varchar", [o.output_vertex or r.vertex.id for r, o in succeeded]),
+            "started": ("timestamptz", [r.claimed.claimed_at for r, _ in succeeded]),
         }, "uuid", id_values=[r.execution.id for r, _ in succeeded]),
-            from_=[E.RUNNING], sets={"output_vertex": "src.output_vertex", "error": "''"})
-    fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error) for r, o in ending if o.end == E.FAILED],
-                    prefix=False)
+            from_=[E.PENDING, E.RUNNING],
+            sets={"output_vertex": "src.output_vertex", "error": "''", "started_at": STARTED_AT})
+    fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error, r.claimed.claimed_at) for r, o in ending
+                             if o.end == E.FAILED], prefix=False)
 
 
-def fail_executions(cursor: Any, entries: Sequence[tuple[Any, str, str]], *, prefix: bool = True) -> None:
-    """Fail the executions of steps that failed for good: ``(execution_id, vertex, error)``."""
+# An execution that finishes straight from PENDING ran from its first step's claim.
+STARTED_AT = "coalesce(s.started_at, src.started, now())"
+
+
+def start_executions(cursor: Any, runs: Sequence[StepRun]) -> None:
+    """PENDING → RUNNING for executions that visibly run: their step went on to another, or
+    back to waiting, or has been running for a while (worker.py). A claim does not do it, so
+    a child whose only step finishes at once goes PENDING → SUCCEEDED in one update."""
+    pending = {run.execution.id: run.claimed.claimed_at for run in runs}
+    if pending:
+        state.move_executions(cursor, E.RUNNING, state.rows({"started": ("timestamptz", list(pending.values()))},
+                                                            "uuid", id_values=list(pending)),
+                              from_=[E.PENDING], sets={"started_at": STARTED_AT})
+
+
+def fail_executions(cursor: Any, entries: Sequence[tuple[Any, str, str, Any]], *, prefix: bool = True) -> None:
+    """Fail the executions of steps that failed for good: ``(execution_id, vertex, error,
+    claimed_at or None)``."""
     if not entries:
         return
-    errors = [f"step '{vertex}' failed: {error}" if prefix else error for _, vertex, error in entries]
-    state.move_executions(cursor, E.FAILED, state.rows({"error": ("text", errors), "message": ("text", errors)},
+    errors = [f"step '{vertex}' failed: {error}" if prefix else error for _, vertex, error, _ in entries]
+    state.move_executions(cursor, E.FAILED, state.rows({"error": ("text", errors), "message": ("text", errors),
+                                                        "started": ("timestamptz", [e[3] for e in entries])},
                                                        "uuid", id_values=[e[0] for e in entries]),
-                          from_=[E.RUNNING], sets={"error": "src.error"})
+                          from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": STARTED_AT})
 
 
 def reap(limit: int = 1000) -> tuple[int, int]:
     """Run the reaper once (its own transaction); returns (re-queued, failed)."""
     with transaction.atomic(), connection.cursor() as cursor:
         requeued, failed_rows = leases.reap(cursor, limit)
-        fail_executions(cursor, [(row["execution_id"], row["vertex"], row["error"]) for row in failed_rows])
+        fail_executions(cursor, [(row["execution_id"], row["vertex"], row["error"], None) for row in failed_rows])
         if requeued:
             kick.work_created(cursor)
     return len(requeued), len(failed_rows)

@@ -29,7 +29,7 @@ from typing import Any
 from django.conf import settings
 
 from executions import payloads, state
-from executions.models import ExecutionStatus, StepStatus
+from executions.models import StepStatus
 
 S = StepStatus
 
@@ -187,9 +187,10 @@ def _claim(cursor: Any, step_ids: list[int]) -> list[ClaimedStep]:
 
 
 def claim(cursor: Any, limit: int, *, alone: bool = True) -> list[ClaimedStep]:
-    """Claim up to ``limit`` due steps (call inside a transaction); their executions that
-    had not started yet move from PENDING to RUNNING. ``alone``: the caller has nothing in
-    flight, so it may take a suspect — which then comes by itself (see Isolation above)."""
+    """Claim up to ``limit`` due steps (call inside a transaction). Their executions are not
+    touched here: the engine marks an execution RUNNING once it visibly runs (engine.py,
+    ``start_executions``). ``alone``: the caller has nothing in flight, so it may take a
+    suspect — which then comes by itself (see Isolation above)."""
     if limit <= 0:
         return []
     step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": limit}, alone)
@@ -197,9 +198,6 @@ def claim(cursor: Any, limit: int, *, alone: bool = True) -> list[ClaimedStep]:
     remaining = limit - len(claimed)
     if remaining > 0 and not waiting and not any(c.suspect for c in claimed):
         claimed += _claim_destinations(cursor, remaining, alone=alone and not claimed)
-    if claimed:
-        state.move_executions(cursor, ExecutionStatus.RUNNING, state.ids({c.execution_id for c in claimed}, "uuid"),
-                              from_=[ExecutionStatus.PENDING])
     return claimed
 
 

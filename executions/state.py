@@ -45,7 +45,8 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 EXECUTION_TRANSITIONS: dict[str, frozenset[str]] = {
-    E.PENDING: frozenset({E.RUNNING, E.CANCELLED}),
+    # PENDING → SUCCEEDED/FAILED: its only step finished before it was seen running (engine.py).
+    E.PENDING: frozenset({E.RUNNING, E.SUCCEEDED, E.FAILED, E.CANCELLED}),
     E.RUNNING: frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED}),
     E.FAILED: frozenset({E.PENDING, E.RUNNING}),  # operator retry; redrive of a parent
     E.SUCCEEDED: frozenset(),

@@ -52,6 +52,7 @@ CONNECTION_LOST = (OperationalError, InterfaceError, psycopg.OperationalError, p
 REAP_EVERY = 5.0  # seconds between reaper runs inside a live drain
 STOP_CHECK_EVERY = 1.0  # seconds between checks that our cluster is stopping
 SHUTDOWN_GRACE = 3.0  # seconds in-flight steps get to finish when the cluster stops
+SHOW_RUNNING_AFTER = 0.5  # seconds a step runs before its execution is shown RUNNING
 IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluster, reaping)
 CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
 
@@ -63,6 +64,7 @@ class InFlight:
     deadline: float | None = None
     results: list[Outcome] = field(default_factory=list)
     lost: bool = False  # its lease was taken over: not started yet, it never will
+    shown_running: bool = False  # its execution was marked RUNNING while it ran
 
 
 class StepPool:
@@ -281,6 +283,19 @@ class Drain:
         if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
             self.last_reap = now
             engine.reap()
+        self._show_running(now)
+
+    def _show_running(self, now: float) -> None:
+        """Executions whose step has been running a while become RUNNING (a claim does not do
+        it: most children's single step finishes within milliseconds, see engine.py)."""
+        due = [entry for entry in self.in_flight.values()
+               if entry.started and not entry.shown_running and now - entry.started > SHOW_RUNNING_AFTER]
+        if not due:
+            return
+        with transaction.atomic(), connection.cursor() as cursor:
+            engine.start_executions(cursor, [entry.run for entry in due])
+        for entry in due:
+            entry.shown_running = True
 
     def _fence_off(self, lost: list[tuple[Future[Outcome], InFlight]]) -> None:
         """Steps whose lease another worker took while they ran here (this process paused,

@@ -4,6 +4,7 @@ retries, timeouts, vertices, chaining, cancellation and idempotent starts (S5, S
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -73,7 +74,7 @@ def test_concurrent_claimers_never_claim_the_same_step():
     assert len(everything) == len(set(everything)) == 300
     assert sum(1 for ids in claimed if ids) >= 2, "the claimers did not actually run concurrently"
     assert Step.objects.filter(status="RUNNING", lease_token__isnull=False).count() == 300
-    assert Execution.objects.filter(status="RUNNING").count() == 300
+    assert Execution.objects.filter(status="PENDING").count() == 300, "a claim leaves executions alone"
 
 
 def test_a_claim_gets_a_fresh_token_and_a_database_time_lease(workspace):
@@ -88,7 +89,7 @@ def test_a_claim_gets_a_fresh_token_and_a_database_time_lease(workspace):
                        [step.pk])
         remaining = float(cursor.fetchone()[0])
     assert leases.lease_seconds() - 5 < remaining <= leases.lease_seconds()
-    assert helpers.refresh(execution).status == "RUNNING"
+    assert helpers.refresh(execution).status == "PENDING", "shown RUNNING once it visibly runs, not at the claim"
 
 
 def test_a_stale_workers_result_is_fenced_off_and_noted(workspace):
@@ -451,8 +452,7 @@ def test_every_transition_appends_an_event(workspace):
     helpers.run_engine()
     transitions = list(Event.objects.filter(execution_id=execution.pk).values_list("vertex", "from_status",
                                                                                     "to_status"))
-    assert transitions == [("t", "READY", "RUNNING"), ("", "PENDING", "RUNNING"),
-                           ("t", "RUNNING", "SUCCEEDED"), ("", "RUNNING", "SUCCEEDED")]
+    assert transitions == [("t", "READY", "RUNNING"), ("t", "RUNNING", "SUCCEEDED"), ("", "PENDING", "SUCCEEDED")]
     with pytest.raises(Exception, match="immutable"), transaction.atomic():
         Event.objects.filter(execution_id=execution.pk).update(message="rewritten")
 
@@ -504,3 +504,47 @@ def test_a_malformed_execution_id_is_not_found(workspace):
     for bad in ("not-a-uuid", "00000000-0000-0000-0000-00000000000g", 42):
         with pytest.raises(NotFound):
             services.get_execution(workspace, bad)
+
+
+def test_an_execution_is_shown_running_once_it_visibly_runs(workspace):
+    """A claim leaves the execution PENDING; finishing its only step at once ends it straight
+    from PENDING (one update); moving on to a next step, or waiting, starts it."""
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    helpers.publish(workspace, "two", {"start": "a", "vertices": {
+        "a": {"type": "TASK", "handler": "demo.echo", "next": "wait"},
+        "wait": {"type": "TIMER", "seconds": 3600}}})
+    single, double = helpers.start(workspace, "noop", {}), helpers.start(workspace, "two", {})
+    helpers.run_engine()
+    single, double = helpers.refresh(single), helpers.refresh(double)
+    assert single.status == "SUCCEEDED" and single.started_at is not None
+    assert single.started_at <= single.finished_at
+    assert double.status == "RUNNING" and double.started_at == helpers.step(double, "a").started_at
+    transitions = list(Event.objects.filter(execution_id=double.pk, step__isnull=True)
+                       .values_list("from_status", "to_status"))
+    assert transitions == [("PENDING", "RUNNING")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+def test_a_long_running_step_shows_its_execution_running_while_it_runs():
+    workspace = helpers.default_workspace()
+    helpers.publish(workspace, "slow", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.sleep"}}})
+    execution = helpers.start(workspace, "slow", {"seconds": 2})
+    seen: list[str] = []
+
+    def watch() -> None:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not seen:
+                if helpers.refresh(execution).status == "RUNNING":
+                    seen.append("RUNNING")
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    helpers.run_engine(threads=2)
+    watcher.join(timeout=30)
+    assert seen == ["RUNNING"], "the execution must show RUNNING while its step runs"
+    assert helpers.refresh(execution).status == "SUCCEEDED"
