@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test install system-deps lint typecheck bench chaos stop-db clean
+.PHONY: run test install system-deps lint bench chaos stop-db clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ lint: install
 
 bench: install
 	$(BIN)/python manage.py bench fanout --items 10000 --workers 2
+
+chaos: install
+	$(BIN)/python manage.py chaos all --items 5000
 
 stop-db: install
 	$(BIN)/python manage.py sb_db stop
