@@ -119,12 +119,19 @@ def _ui_client(workspace: Any, role: str, **user: Any) -> Client:
     return client
 
 
-def test_the_ui_refuses_operator_actions_on_system_executions_with_the_reason(workspace: Any) -> None:
+@pytest.fixture
+def failed_system_fanout(workspace: Any) -> tuple[Execution, Execution]:
+    """A system fan-out whose only child FAILED: (parent, child)."""
     publish_system(workspace, "system.fan", helpers.fanout_doc("system.child"))
     publish_system(workspace, "system.child", helpers.FAIL_IF)
     parent = start_system(workspace, "system.fan", {"items": [{"fail": True}]})
     helpers.run_engine()
-    child = Execution.objects.get(parent=parent)
+    return parent, Execution.objects.get(parent=parent)
+
+
+def test_the_ui_refuses_operator_actions_on_system_executions_with_the_reason(
+        workspace: Any, failed_system_fanout: tuple[Execution, Execution]) -> None:
+    parent, child = failed_system_fanout
     client = _ui_client(workspace, Role.ADMIN, is_superuser=True, is_staff=True)
     posts = [
         ("execution.retry", reverse("ui:execution-retry", args=[child.pk])),
@@ -174,14 +181,10 @@ def test_the_reserved_patterns_are_a_setting(workspace: Any, settings: Any) -> N
     helpers.publish(workspace, "system.now-ordinary", helpers.NOOP)  # no longer reserved
 
 
-def test_the_ui_shows_no_action_buttons_on_system_executions_and_says_why(workspace: Any) -> None:
-    publish_system(workspace, "system.fan", helpers.fanout_doc("system.child"))
-    publish_system(workspace, "system.child", helpers.FAIL_IF)
-    parent = start_system(workspace, "system.fan", {"items": [{"fail": True}]})
-    helpers.run_engine()
-    child = Execution.objects.get(parent=parent)
+def test_the_ui_shows_no_action_buttons_on_system_executions_and_says_why(
+        workspace: Any, failed_system_fanout: tuple[Execution, Execution]) -> None:
     client = _ui_client(workspace, Role.ADMIN, is_superuser=True, is_staff=True)
-    for execution in (parent, child):
+    for execution in failed_system_fanout:
         page = client.get(reverse("ui:execution-detail", args=[execution.pk])).content.decode()
         assert "only a signed system actor may retry or cancel it" in page
         assert reverse("ui:execution-retry", args=[execution.pk]) not in page

@@ -7,36 +7,23 @@ import html
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.urls import reverse
 
 from executions import demo
 from executions.models import Execution, Step
 from tests import helpers
-from workflows.models import AuditEvent, Membership, Role
+from tests.integration.conftest import client_for
+from workflows.models import AuditEvent, Role
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-def client_for(workspace, role: str, name: str, **kwargs) -> Client:
-    user = get_user_model().objects.create_user(name, password="pw")
-    Membership.objects.create(user=user, workspace=workspace, role=role)
-    client = Client(**kwargs)
-    client.force_login(user)
-    return client
 
 
-@pytest.fixture
-def operator(workspace) -> Client:
-    return client_for(workspace, Role.OPERATOR, "op")
 
 
-@pytest.fixture
-def viewer(workspace) -> Client:
-    return client_for(workspace, Role.VIEWER, "view")
 
 
 @pytest.fixture

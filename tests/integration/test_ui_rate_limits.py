@@ -6,31 +6,21 @@ from __future__ import annotations
 import html
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.urls import reverse
 
 from executions import demo
 from executions.models import Destination
 from tests import helpers
-from workflows.models import AuditEvent, Membership, Role
+from tests.integration.conftest import client_for
+from workflows.models import AuditEvent, Role
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-def client_for(workspace, role: str, name: str) -> Client:
-    user = get_user_model().objects.create_user(name, password="pw")
-    Membership.objects.create(user=user, workspace=workspace, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
-@pytest.fixture
-def operator(workspace) -> Client:
-    return client_for(workspace, Role.OPERATOR, "op")
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from executions import demo
 from executions.models import Destination, Execution
 from executions.ui import queries
 from tests import helpers
+from tests.integration.conftest import client_for
 from workflows.models import Membership, Role
 
 pytestmark = pytest.mark.django_db
@@ -30,23 +31,10 @@ def items(n: int) -> list[dict]:
     return [{"i": i, "fail": i in FAILING} for i in range(n)]
 
 
-def client_for(workspace, role: str | None, name: str = "someone") -> Client:
-    user = get_user_model().objects.create_user(name, password="pw")
-    if role is not None:
-        Membership.objects.create(user=user, workspace=workspace, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
-@pytest.fixture
-def operator(workspace) -> Client:
-    return client_for(workspace, Role.OPERATOR, "op")
 
 
-@pytest.fixture
-def viewer(workspace) -> Client:
-    return client_for(workspace, Role.VIEWER, "view")
 
 
 @pytest.fixture
