@@ -100,3 +100,24 @@ def test_sb_run_waits_shows_progress_and_exits_by_the_outcome(qcluster):
                      stdout=io.StringIO(), stderr=(err := io.StringIO()))
     assert exited.value.code == 1
     assert "error: step 'join' failed: merge failed" in err.getvalue()
+
+
+def test_a_thousand_item_fanout_with_failures_through_a_tolerant_merge(qcluster):
+    workspace = helpers.default_workspace()
+    helpers.publish(workspace, "child", helpers.FAIL_IF)
+    helpers.publish(workspace, "parent", helpers.fanout_doc(merge_config={
+        "tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.05}, "failFast": True}))
+    items = [{"i": i, "fail": i % 40 == 0} for i in range(1000)]  # 25 failures: within 5% (50)
+    execution = helpers.start(workspace, "parent", {"items": items})
+    qcluster(workers=2)
+    wait_for(lambda: helpers.refresh(execution).is_terminal, timeout=120, what="the fan-out to finish")
+    execution = helpers.refresh(execution)
+    assert execution.status == "SUCCEEDED", execution.error
+    assert helpers.child_counts(execution) == {"SUCCEEDED": 975, "FAILED": 25}
+    fan = execution.fanouts.get()
+    assert (fan.total, fan.created, fan.succeeded, fan.failed) == (1000, 1000, 975, 25)
+    from executions import selectors
+
+    output = selectors.output_of(execution)
+    assert output["counts"] == {"SUCCEEDED": 975, "FAILED": 25, "CANCELLED": 0}
+    assert output["items"][0] is None and output["items"][1] == {"i": 1, "fail": False}

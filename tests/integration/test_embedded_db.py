@@ -1,0 +1,36 @@
+"""The embedded PostgreSQL: two processes starting it at once share one server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from schemabridge_site import embedded_db
+
+ROOT = Path(__file__).resolve().parents[2]
+START = "from pathlib import Path; from schemabridge_site import embedded_db as e; " \
+        "s = e.ensure_running(Path({path!r})); print(s.socket_dir, s.port)"
+
+
+@pytest.mark.timeout(180)
+def test_two_processes_starting_at_once_share_one_server(tmp_path):
+    data = tmp_path / "pg"
+    procs = [subprocess.Popen([sys.executable, "-c", START.format(path=str(data))], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        outputs = [proc.communicate(timeout=150) for proc in procs]
+        assert [proc.returncode for proc in procs] == [0, 0], outputs
+        assert outputs[0][0] == outputs[1][0], "both processes must reach the same server"
+        server = embedded_db.ensure_running(data)
+        with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'checkpointer'"
+                                ).fetchone() == (1,)
+            assert conn.execute("SELECT current_setting('max_connections')").fetchone() == ("300",)
+        assert (data / "PG_VERSION").exists()
+    finally:
+        embedded_db.stop(data)
+    assert not embedded_db.stop(data), "stopped: a second stop finds nothing running"

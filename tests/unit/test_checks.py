@@ -1,0 +1,32 @@
+"""The system checks that refuse an unsafe configuration at ``manage.py check``."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from django.test import override_settings
+
+from workflows import checks
+
+
+def test_a_non_postgresql_database_is_refused(monkeypatch):
+    monkeypatch.setattr(checks, "connections", {"default": SimpleNamespace(vendor="sqlite")})
+    [error] = checks.database_is_postgresql(None)
+    assert error.id == "schemabridge.E001" and "PostgreSQL only" in error.msg
+    monkeypatch.setattr(checks, "connections", {"default": SimpleNamespace(vendor="postgresql")})
+    assert checks.database_is_postgresql(None) == []
+
+
+def test_time_zone_support_is_required():
+    with override_settings(USE_TZ=False):
+        [error] = checks.time_zone_support(None)
+    assert error.id == "schemabridge.E002"
+    assert checks.time_zone_support(None) == []
+
+
+def test_django_q_retry_must_exceed_its_timeout(settings):
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 600}
+    [error] = checks.q_retry_exceeds_timeout(None)
+    assert error.id == "schemabridge.E003" and "must be greater than" in error.msg
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 660}
+    assert checks.q_retry_exceeds_timeout(None) == []
