@@ -157,6 +157,18 @@ class FencedTransaction:
         self.finished = self.run.finished_itself = True
 
 
+_needs: dict[tuple[int, str], frozenset[str]] = {}
+
+
+def needs(version: LoadedVersion, vertex: ast.Vertex) -> frozenset[str]:
+    """The payloads a vertex reads, worked out once per version and vertex (both immutable)
+    rather than once per claimed step."""
+    key = (version.id, vertex.id)
+    if key not in _needs:
+        _needs[key] = frozenset(vertices.kind(vertex).needs(vertex))
+    return _needs[key]
+
+
 def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
     """Build runs for claimed steps: their execution, pinned version, vertex, destination,
     and the payloads their vertex reads (only those: a spawner never loads its list)."""
@@ -180,10 +192,10 @@ def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
         run = StepRun(step, execution, version, vertex, {"input": None, "steps": {}},
                       destinations.get(step.destination_id) if step.destination_id else None)
         runs.append(run)
-        wanted += [(execution.id, name) for name in vertices.kind(vertex).needs(vertex)]
+        wanted += [(execution.id, name) for name in needs(version, vertex)]
     values = payloads.load(cursor, wanted)
     for run in runs:
-        for name in vertices.kind(run.vertex).needs(run.vertex):
+        for name in needs(run.version, run.vertex):
             if (run.execution.id, name) not in values:
                 continue
             value = values[(run.execution.id, name)]
