@@ -69,7 +69,7 @@ def run(items: int, workers: int, *, timeout: float = 600.0, profile_queries: bo
         cluster.stop()
     spawner = Step.objects.get(execution=execution, vertex="fanout")
     assert spawner.started_at and spawner.finished_at  # noqa: S101 - verify() below fails the run otherwise
-    result = {
+    result: dict[str, Any] = {
         "items": items,
         "workers": workers,
         "seconds_total": round(seconds_total, 3),
