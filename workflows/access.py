@@ -53,6 +53,23 @@ class Principal:
             raise PermissionDenied(f"the {self.role} role cannot {what}; it needs {role} or above")
 
 
+SESSION_WORKSPACE = "sb_workspace"
+
+
+def principal_for_session(user: Any, session: Any) -> Principal | None:
+    """A browser session's principal: in the workspace the user chose (``switch_workspace``),
+    or their first one when none is chosen or the choice is no longer theirs."""
+    chosen = session.get(SESSION_WORKSPACE)
+    return (chosen and principal_for_user(user, chosen)) or principal_for_user(user)
+
+
+def user_workspaces(user: Any) -> list[Workspace]:
+    """The workspaces a user may switch to (every one, for a superuser)."""
+    if getattr(user, "is_superuser", False):
+        return list(Workspace.objects.order_by("slug"))
+    return list(Workspace.objects.filter(memberships__user=user).order_by("slug"))
+
+
 def principal_for_user(user: Any, workspace_slug: str | None = None) -> Principal | None:
     """The user's principal in a workspace (their first one by default); superusers act as
     admins in every workspace."""

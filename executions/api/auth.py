@@ -19,7 +19,7 @@ from rest_framework.request import Request
 
 from executions.errors import Forbidden
 from workflows import claims, signing
-from workflows.access import Principal, principal_for_token, principal_for_user
+from workflows.access import Principal, principal_for_session, principal_for_token
 
 
 class TokenAuthentication(authentication.BaseAuthentication):
@@ -47,7 +47,7 @@ class SessionAuthentication(authentication.SessionAuthentication):
         result = super().authenticate(request)
         if result is None:
             return None
-        principal = principal_for_user(result[0])
+        principal = principal_for_session(result[0], request.session)
         if principal is None:
             raise exceptions.PermissionDenied("this account is not a member of any workspace")
         return (principal, None)

@@ -18,8 +18,8 @@ from django_htmx.middleware import HtmxDetails
 from executions.models import Execution
 from executions.ui import responses
 from workflows import sudo
-from workflows.access import Principal, principal_for_user
-from workflows.models import Role
+from workflows.access import Principal, principal_for_session, user_workspaces
+from workflows.models import Role, Workspace
 
 View = Callable[..., HttpResponse]
 
@@ -29,6 +29,7 @@ class UiRequest(HttpRequest):
 
     htmx: HtmxDetails
     principal: Principal
+    workspaces: list[Workspace]  # those the user may switch to
 
 
 def workspace_view(view: View) -> View:
@@ -38,12 +39,13 @@ def workspace_view(view: View) -> View:
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not request.user.is_authenticated:
             return _to_login(request)
-        principal = principal_for_user(request.user)
+        principal = principal_for_session(request.user, request.session)
         if principal is None:
             return responses.problem(request, 403, "Your account is not a member of any workspace. "
                                                    "Ask an admin to add you to one.")
         ui_request = cast(UiRequest, request)
         ui_request.principal = principal
+        ui_request.workspaces = user_workspaces(request.user)
         return responses.guarded(view)(ui_request, *args, **kwargs)
 
     return wrapper
