@@ -255,6 +255,10 @@ def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
         if not rows:
             owner = f" of workflow '{vertex.workflow}'" if vertex.workflow else ""
             raise NonRetryable(f"no version {vertex.version[:12]}{owner} in this workspace")
+        if len(rows) > 1:  # as services.resolve_version: the key must not depend on publishing order
+            keys = ", ".join(sorted(f"'{row[1]}'" for row in rows))
+            raise NonRetryable(f"version {vertex.version[:12]} belongs to several workflows ({keys}); "
+                               "name the workflow too")
         _may_spawn(cursor, step, rows[0][1])
         return int(rows[0][0])
     row = _fetch_one(cursor, TARGET_BY_KEY, {"workspace": workspace, "key": vertex.workflow})

@@ -69,12 +69,17 @@ def resolve_version(workspace_id: int, *, workflow: str | None = None, version: 
     elif workflow is not None:
         definitions = definitions.filter(key=workflow)
     if version is not None:
-        found = (WorkflowVersion.objects.filter(definition__in=definitions, hash=version).select_related("definition")
-                 .order_by("id").first())
-        if found is None:
+        found = list(WorkflowVersion.objects.filter(definition__in=definitions, hash=version)
+                     .select_related("definition").order_by("id")[:10])
+        if not found:
             scope = f" of workflow '{workflow}'" if workflow else ""
             raise NotFound(f"no version {version}{scope} in this workspace")
-        return found
+        if len(found) > 1:
+            # The same logic published under several keys: which workflow runs (and whether a
+            # reserved one is involved, S15) must not depend on which was published first.
+            keys = ", ".join(sorted(f"'{v.definition.key}'" for v in found))
+            raise Conflict(f"version {version[:12]} belongs to several workflows ({keys}); name the workflow too")
+        return found[0]
     definition = definitions.select_related("current_version").first() if (workflow or definition_id) else None
     if definition is None:
         raise NotFound(f"no workflow '{workflow}' in this workspace")

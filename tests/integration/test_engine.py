@@ -548,3 +548,12 @@ def test_a_long_running_step_shows_its_execution_running_while_it_runs():
     watcher.join(timeout=30)
     assert seen == ["RUNNING"], "the execution must show RUNNING while its step runs"
     assert helpers.refresh(execution).status == "SUCCEEDED"
+
+
+def test_a_version_hash_shared_by_two_workflows_needs_the_workflow_named(workspace):
+    a = helpers.publish(workspace, "first-key", helpers.NOOP)
+    helpers.publish(workspace, "second-key", helpers.NOOP)
+    with pytest.raises(Conflict, match="belongs to several workflows \\('first-key', 'second-key'\\)"):
+        services.start_execution(workspace, version=a.hash, input={})
+    started = services.start_execution(workspace, workflow="second-key", version=a.hash, input={}).execution
+    assert started.workflow.key == "second-key"

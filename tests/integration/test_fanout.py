@@ -553,3 +553,17 @@ def test_merge_state_is_explained_in_words(workspace):
                                 "tolerates FAILED up to 0.05 (5%) which allows 50; failFast on")
     assert view.counts() == {"PENDING": 0, "RUNNING": 0, "SUCCEEDED": 997, "FAILED": 3, "CANCELLED": 0,
                              "NEVER_STARTED": 0}
+
+
+def test_a_spawner_target_hash_shared_by_two_workflows_must_be_named(workspace):
+    version = helpers.publish(workspace, "child-a", helpers.NOOP)
+    helpers.publish(workspace, "child-b", helpers.NOOP)
+    doc = helpers.fanout_doc()
+    del doc["vertices"]["fan"]["workflow"]
+    doc["vertices"]["fan"]["version"] = version.hash
+    helpers.publish(workspace, "parent", doc)
+    parent = helpers.start(workspace, "parent", {"items": [1, 2]})
+    helpers.run_engine()
+    assert helpers.step(parent, "fan").error == (f"version {version.hash[:12]} belongs to several workflows "
+                                                 "('child-a', 'child-b'); name the workflow too")
+    assert not Execution.objects.filter(parent=parent).exists()
