@@ -136,7 +136,15 @@ def _import_pgserver() -> None:
 def _get_server(directory: Path) -> object:
     _import_pgserver()
     import pgserver
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import PostmasterInfo
 
+    # pgserver caches one handle per data folder and would hand back a stopped server's
+    # handle without starting it again (after stop() in this process, or a crash).
+    key = directory.expanduser().resolve()
+    info = PostmasterInfo.read_from_pgdata(key)
+    if key in PostgresServer._instances and (info is None or not info.is_running()):
+        del PostgresServer._instances[key]
     return pgserver.get_server(directory, cleanup_mode=None)
 
 

@@ -31,6 +31,10 @@ def test_two_processes_starting_at_once_share_one_server(tmp_path):
                                 ).fetchone() == (1,)
             assert conn.execute("SELECT current_setting('max_connections')").fetchone() == ("300",)
         assert (data / "PG_VERSION").exists()
+        assert embedded_db.stop(data)
+        restarted = embedded_db.ensure_running(data)  # in the same process: the handle is not stale
+        with psycopg.connect(restarted.conninfo(), autocommit=True) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         embedded_db.stop(data)
     assert not embedded_db.stop(data), "stopped: a second stop finds nothing running"
