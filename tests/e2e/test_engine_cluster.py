@@ -121,3 +121,31 @@ def test_a_thousand_item_fanout_with_failures_through_a_tolerant_merge(qcluster)
     output = selectors.output_of(execution)
     assert output["counts"] == {"SUCCEEDED": 975, "FAILED": 25, "CANCELLED": 0}
     assert output["items"][0] is None and output["items"][1] == {"i": 1, "fail": False}
+
+
+def test_the_optional_redis_broker_runs_the_engine(qcluster):
+    """With REDIS_URL set, django-q2 moves drain tasks through Redis instead of the database
+    (the engine's state stays in PostgreSQL either way)."""
+    import os
+
+    import redis
+
+    url = os.environ.get("SB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip(f"no Redis at {url}: the optional broker cannot be exercised on this machine")
+    client.flushdb()
+    try:
+        workspace = helpers.default_workspace()
+        helpers.publish(workspace, "child", helpers.NOOP)
+        helpers.publish(workspace, "parent", helpers.fanout_doc())
+        execution = helpers.start(workspace, "parent", {"items": list(range(300))})
+        cluster = qcluster(workers=2, REDIS_URL=url)
+        wait_for(lambda: helpers.refresh(execution).is_terminal, timeout=90, what="the fan-out to finish")
+        assert helpers.refresh(execution).status == "SUCCEEDED", cluster.log()[-3000:]
+        assert helpers.child_counts(execution) == {"SUCCEEDED": 300}
+        assert any(True for _ in client.scan_iter(match="django_q*")), "the cluster used Redis"
+    finally:
+        client.flushdb()

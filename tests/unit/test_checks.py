@@ -30,3 +30,19 @@ def test_django_q_retry_must_exceed_its_timeout(settings):
     assert error.id == "schemabridge.E003" and "must be greater than" in error.msg
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600, "retry": 660}
     assert checks.q_retry_exceeds_timeout(None) == []
+
+
+def test_database_url_selects_that_server_instead_of_the_embedded_one(monkeypatch):
+    from schemabridge_site import embedded_db
+    from schemabridge_site import settings as project_settings
+
+    def refuse_embedded(*args, **kwargs):
+        raise AssertionError("the embedded server must not start when DATABASE_URL is set")
+
+    monkeypatch.setattr(embedded_db, "ensure_running", refuse_embedded)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:secret@db.internal:6543/prod")
+    monkeypatch.setenv("SB_DB_NAME", "")
+    config = project_settings._database()
+    assert (config["ENGINE"], config["HOST"], config["PORT"], config["NAME"], config["USER"]) == (
+        "django.db.backends.postgresql", "db.internal", 6543, "prod", "app")
+    assert config["CONN_HEALTH_CHECKS"] is True and config["OPTIONS"]["connect_timeout"] == 10
