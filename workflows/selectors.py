@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import json
 
+from django.db.models import Q
+
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
 
@@ -14,9 +16,11 @@ def pretty_canonical(version: WorkflowVersion) -> str:
 
 
 def previous_version(version: WorkflowVersion) -> WorkflowVersion | None:
+    # Ties on created_at (database time is a transaction's start) are broken by id.
+    earlier = Q(created_at__lt=version.created_at) | Q(created_at=version.created_at, id__lt=version.pk)
     return (
         WorkflowVersion.objects.filter(definition_id=version.definition_id)
-        .filter(created_at__lt=version.created_at)
+        .filter(earlier)
         .order_by("-created_at", "-id")
         .first()
     )
