@@ -259,5 +259,6 @@ LOGGING = {
         "django-q": {"level": os.environ.get("SB_Q_LOG_LEVEL", "WARNING")},
         # The demo ledger refuses some entries with 503 on purpose; that is not a server error.
         "django.request": {"level": "ERROR", "filters": ["not_demo_ledger"]},
+        "django.server": {"level": "INFO", "filters": ["not_demo_ledger"]},
     },
 }

@@ -50,12 +50,16 @@ class Command(BaseCommand):
             self._stop(procs)
 
     def _admin_password(self, workspace: Workspace) -> str:
-        LOCAL_DIR.mkdir(exist_ok=True)
-        secret_file = LOCAL_DIR / "admin-password"
-        password = os.environ.get("SB_ADMIN_PASSWORD") or (
-            secret_file.read_text().strip() if secret_file.exists() else secrets.token_urlsafe(12))
-        secret_file.write_text(password + "\n")
-        secret_file.chmod(0o600)
+        """SB_ADMIN_PASSWORD if given; otherwise a generated password kept in
+        .local/admin-password (created once, owner-only) so it stays the same across runs."""
+        password = os.environ.get("SB_ADMIN_PASSWORD")
+        if not password:
+            secret_file = LOCAL_DIR / "admin-password"
+            if not secret_file.exists():
+                LOCAL_DIR.mkdir(exist_ok=True)
+                secret_file.write_text(secrets.token_urlsafe(12) + "\n")
+                secret_file.chmod(0o600)
+            password = secret_file.read_text().strip()
         user_model = get_user_model()
         user, _ = user_model.objects.get_or_create(username="admin", defaults={"is_staff": True, "is_superuser": True})
         user.is_staff = user.is_superuser = True
@@ -105,7 +109,8 @@ class Command(BaseCommand):
             f"  Operator UI   {base_url}/",
             f"  Admin         {base_url}/admin/",
             f"  REST API      {base_url}/api/v1/   (docs: {base_url}/api/docs/)",
-            f"  Login         admin / {password}   (also in .local/admin-password)",
+            f"  Login         admin / {password}"
+            + ("" if os.environ.get("SB_ADMIN_PASSWORD") else "   (kept in .local/admin-password)"),
         ]
         for execution in started:
             lines.append(f"  Demo          {execution.workflow.key}: {base_url}/executions/{execution.pk}/")
