@@ -11,7 +11,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) .env
+
+# A local SECRET_KEY for manage.py commands run outside `make run` (which turns DEBUG on).
+.env:
+	@printf '# Local settings for manage.py (git-ignored). Real environment variables win.\nSECRET_KEY=%s\n' \
+		"$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')" > .env
+	@chmod 600 .env
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 # curl runs the README's API walkthrough (docs/examples/api-tour.sh) in the suite.

@@ -1,4 +1,4 @@
-"""Django settings, read from the environment.
+"""Django settings, read from the environment (and a git-ignored ``.env``, see load_dotenv).
 
 DATABASE_URL  PostgreSQL URL. Unset: the embedded server in ``.pgdata/`` is started.
 SECRET_KEY    required unless DEBUG is on.
@@ -17,6 +17,22 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def load_dotenv(path: Path) -> None:
+    """``KEY=VALUE`` lines of a project-local ``.env`` (``make install`` writes one with a
+    generated SECRET_KEY) fill in what the environment does not set; real environment
+    variables always win."""
+    if not path.is_file():
+        return
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            os.environ.setdefault(key.strip(), value.strip())
+
+
+load_dotenv(BASE_DIR / ".env")
 
 
 def env_bool(name: str, default: bool = False) -> bool:

@@ -46,3 +46,18 @@ def test_database_url_selects_that_server_instead_of_the_embedded_one(monkeypatc
     assert (config["ENGINE"], config["HOST"], config["PORT"], config["NAME"], config["USER"]) == (
         "django.db.backends.postgresql", "db.internal", 6543, "prod", "app")
     assert config["CONN_HEALTH_CHECKS"] is True and config["OPTIONS"]["connect_timeout"] == 10
+
+
+def test_a_local_env_file_fills_in_only_what_the_environment_lacks(tmp_path, monkeypatch):
+    from schemabridge_site.settings import load_dotenv
+
+    env_file = tmp_path / ".env"
+    env_file.write_text("# comment\nSB_TEST_FROM_FILE=file\nSB_TEST_BOTH=file\n\nnot a setting\n")
+    monkeypatch.delenv("SB_TEST_FROM_FILE", raising=False)
+    monkeypatch.setenv("SB_TEST_BOTH", "environment")
+    load_dotenv(env_file)
+    import os
+
+    assert os.environ["SB_TEST_FROM_FILE"] == "file"
+    assert os.environ["SB_TEST_BOTH"] == "environment"
+    monkeypatch.delenv("SB_TEST_FROM_FILE")
