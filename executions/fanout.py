@@ -16,6 +16,7 @@ A MERGE locks the row and decides from the counts alone, in O(1) (see state.FANO
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Decimal
 from typing import Any, cast
@@ -29,7 +30,7 @@ from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, s
 from executions.state import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED, FANOUT_TOLERATED
 from workflows import sudo
 from workflows.dsl import ast
-from workflows.dsl.paths import Path, parse_path, render
+from workflows.dsl.paths import Path, parse_path, render, resolve
 
 ITEMS_INFO = """
     SELECT jsonb_typeof(p.data #> %(path)s) AS kind,
@@ -140,7 +141,12 @@ MERGE_OUTPUT = """
 
 def items_source(items: str) -> tuple[str, list[str]]:
     """(payload name, JSON path inside it) for a SPAWNER ``items`` path."""
-    path = parse_path(items)
+    return payload_path(parse_path(items))
+
+
+def payload_path(path: Path) -> tuple[str, list[str]]:
+    """Where a context path lives: the payload (``input`` or a vertex's output) and the JSON
+    path inside it, as ``#>`` takes it."""
     if path.root == "input":
         return payloads.INPUT, [str(s) for s in path.segments[1:]]
     return str(path.step_reference()), [str(s) for s in path.segments[3:]]
@@ -307,6 +313,9 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: Any, 
     return int(cursor.fetchone()[0])
 
 
+_parsed = functools.lru_cache(maxsize=1024)(parse_path)
+
+
 def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
                   lo: int, hi: int) -> tuple[list[int], list[str]]:
     cursor.execute(
@@ -322,7 +331,7 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
         # a parent's large input is never loaded whole.
         if text not in resolved:
             parsed = parse_path(text)
-            name, inner = _payload_path(parsed)
+            name, inner = payload_path(parsed)
             row = _fetch_one(cursor, ITEM_VALUE, {"path": inner, "execution": step.execution.id, "source": name})
             if row is None or row[0] is None:
                 raise NonRetryable(f"itemInput: nothing at {text}")
@@ -331,25 +340,15 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
 
     indexes, inputs = [], []
     for index, item in batch:
-        def lookup(text: str, item: Any = item, index: int = index) -> Any:
-            parsed = parse_path(text)
-            if parsed.root == "item":
-                from workflows.dsl.paths import resolve
+        local = {"item": item, "index": index}
 
-                return resolve(Path(text, parsed.segments[1:]), item) if len(parsed.segments) > 1 else item
-            if parsed.root == "index":
-                return index
-            return context_value(text)
+        def lookup(text: str, local: dict[str, Any] = local) -> Any:
+            path = _parsed(text)  # parsed once per batch, not once per item
+            return resolve(path, local) if path.root in local else context_value(text)
 
         indexes.append(index)
         inputs.append(payloads.encode(render(vertex.item_input, {}, lookup)))
     return indexes, inputs
-
-
-def _payload_path(path: Path) -> tuple[str, list[str]]:
-    if path.root == "input":
-        return payloads.INPUT, [str(s) for s in path.segments[1:]]
-    return str(path.step_reference()), [str(s) for s in path.segments[3:]]
 
 
 # --- merging ----------------------------------------------------------------------------------
