@@ -198,13 +198,3 @@ def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str,
             sys.stderr.write("\n")
             raise TimeoutError(f"{label}: not finished after {timeout:g}s ({done:,}/{total:,})")
         time.sleep(0.05)
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def rounded(value: Any, digits: int = 3) -> Any:
-    return round(value, digits) if isinstance(value, float) else value

@@ -121,15 +121,3 @@ def input_of(execution: Execution) -> Any:
     with connection.cursor() as cursor:
         found = payloads.load(cursor, [(execution.pk, payloads.INPUT)])
     return found.get((execution.pk, payloads.INPUT))
-
-
-PAYLOAD_SIZES = """
-    SELECT name, size_bytes FROM executions_payload WHERE execution_id = %(execution)s AND name = ANY(%(names)s)
-"""
-
-
-def payload_sizes(execution: Execution) -> dict[str, int]:
-    names = [payloads.INPUT] + ([execution.output_vertex] if execution.output_vertex else [])
-    with connection.cursor() as cursor:
-        cursor.execute(PAYLOAD_SIZES, {"execution": execution.pk, "names": names})
-        return dict(cursor.fetchall())

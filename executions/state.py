@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions.models import TERMINAL, ExecutionStatus, StepStatus
+from executions.models import ExecutionStatus, StepStatus
 
 E, S = ExecutionStatus, StepStatus
 
@@ -302,7 +302,3 @@ def note(cursor: Any, entries: Sequence[tuple[Any, int | None, str, int | None, 
             "attempts": [e[3] for e in entries],
             "messages": [e[4] for e in entries],
         })
-
-
-def is_terminal(status: str) -> bool:
-    return status in TERMINAL

@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -62,7 +62,6 @@ class InFlight:
     run: StepRun
     started: float = 0.0  # monotonic time the handler started (0: still queued)
     deadline: float | None = None
-    results: list[Outcome] = field(default_factory=list)
     lost: bool = False  # its lease was taken over: not started yet, it never will
     shown_running: bool = False  # its execution was marked RUNNING while it ran
 

@@ -7,7 +7,7 @@ import json
 
 from django.db.models import Q
 
-from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
+from workflows.models import WorkflowVersion
 
 
 def pretty_canonical(version: WorkflowVersion) -> str:
@@ -39,8 +39,3 @@ def version_diff(version: WorkflowVersion) -> str:
         lineterm="",
     )
     return "\n".join(lines)
-
-
-def definition_by_key(workspace: Workspace, key: str) -> WorkflowDefinition | None:
-    return WorkflowDefinition.objects.filter(workspace=workspace, key=key).select_related("current_version").first()
-

@@ -81,9 +81,6 @@ def publish_version(workspace: Workspace, key: str, doc: Any, *, author: str = "
     return Published(version=version, created=created)
 
 
-def describe_errors(error: dsl.DslError) -> str:
-    return "\n".join(f"{path}: {message}" for path, message in error.errors)
-
 
 
 def ensure_default_workspace() -> Workspace:
