@@ -68,7 +68,7 @@ def _validated(fields: dict[str, Any]) -> dict[str, Any]:
     from django.core.exceptions import ValidationError
     from django.core.validators import URLValidator
 
-    from executions.errors import Invalid
+    from workflows.errors import Invalid
 
     errors: list[dict[str, str]] = []
     clean: dict[str, Any] = {}
@@ -117,8 +117,8 @@ def create_destination(workspace: Any, **fields: Any) -> Any:
     """Create a destination (name and base_url required). Raises Invalid or Conflict."""
     from django.db import IntegrityError, transaction
 
-    from executions.errors import Conflict, Invalid
     from executions.models import Destination
+    from workflows.errors import Conflict, Invalid
 
     missing = [name for name in ("name", "base_url") if fields.get(name) in (None, "")]
     if missing:
@@ -135,8 +135,8 @@ def create_destination(workspace: Any, **fields: Any) -> Any:
 def update_destination(destination: Any, **fields: Any) -> Any:
     """Change a destination's editable fields. A new limit is effective at the next claim
     on every worker (slots are counted from RUNNING steps; nothing to restart)."""
-    from executions.errors import Invalid
     from executions.models import Destination
+    from workflows.errors import Invalid
 
     unknown = sorted(set(fields) - set(EDITABLE))
     if unknown:

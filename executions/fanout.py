@@ -11,23 +11,22 @@ array, so a worker's memory is bounded by the batch. A redelivered spawner resum
 committed cursor; children that exist already — failed ones included — are left alone.
 
 Merging. The FanOut row's counts move with every child's terminal transition (state.py).
-A MERGE locks the row and decides from the counts alone, in O(1) (see state.FANOUT_*).
+A MERGE locks the row and decides from the counts alone, in O(1) (the rule: merge_rule.py).
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from decimal import Decimal
 from typing import Any, cast
 
 from django.conf import settings
+from django.db import connection
 
-from executions import kick, payloads, quotas
-from executions.engine import StepRun, load_version, max_attempts
+from executions import payloads, quotas, records, retry, versions
 from executions.handlers import NonRetryable
+from executions.merge_rule import VERDICTS, allowed_failures, explain
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
-from executions.state import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED, FANOUT_TOLERATED
+from executions.runs import StepRun
 from workflows import sudo
 from workflows.dsl import ast
 from workflows.dsl.paths import Path, parse_path, render, resolve
@@ -54,9 +53,9 @@ TARGET_BY_HASH = """
     WHERE d.workspace_id = %(workspace)s AND v.hash = %(hash)s ORDER BY v.id
 """
 
+# A fan-out row with the merge rule's verdicts (merge_rule.py).
 FANOUT = f"""
-    SELECT f.*, {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished,
-           {FANOUT_TOLERATED} AS tolerated
+    SELECT f.*, {VERDICTS}
     FROM executions_fanout f WHERE f.step_id = %(step)s
 """  # noqa: S608 - constant SQL fragments and fixed column names only
 
@@ -75,46 +74,19 @@ CREATE_FANOUT = """
             %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, now())
 """
 
-# The batch source is either PostgreSQL indexing into the stored list (default itemInput:
-# the item itself) or the inputs rendered by the worker (an itemInput template).
-BATCH_FROM_STORE = """
-    arr AS MATERIALIZED (
+# One batch of the stored list, item by item, as JSON text (the default itemInput: the item).
+BATCH_ITEMS = """
+    WITH arr AS MATERIALIZED (
         SELECT p.data #> %(path)s AS items FROM executions_payload p
         WHERE p.execution_id = %(parent)s AND p.name = %(source)s
-    ),
-    batch AS (SELECT g.i AS item_index, arr.items -> g.i AS input FROM arr, generate_series(%(lo)s, %(hi)s - 1) AS g(i))
-"""
-BATCH_FROM_WORKER = """
-    batch AS (SELECT b.item_index, b.input::jsonb AS input
-              FROM unnest(%(indexes)s::int[], %(inputs)s::text[]) AS b(item_index, input))
+    )
+    SELECT g.i, (arr.items -> g.i)::text FROM arr, generate_series(%(lo)s, %(hi)s - 1) AS g(i)
 """
 
-INSERT_CHILDREN = """
-    WITH {batch},
-    ins AS (
-        INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, request_hash,
-            parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, created_by, created_at)
-        SELECT gen_random_uuid(), %(workspace)s, %(workflow)s, %(version)s, 1, '', '', %(parent)s, %(root)s,
-               %(step)s, %(vertex)s, b.item_index, %(depth)s, '', now()
-        FROM batch b ORDER BY b.item_index
-        ON CONFLICT (parent_id, spawn_vertex, item_index) WHERE item_index IS NOT NULL DO NOTHING
-        RETURNING id, item_index
-    ),
-    pay AS (
-        INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
-        SELECT ins.id, 'input', b.input, octet_length(b.input::text), now()
-        FROM ins JOIN batch b USING (item_index) WHERE b.input IS NOT NULL
-    ),
-    first_steps AS (
-        INSERT INTO executions_step (execution_id, vertex, attempt, max_attempts, due_at, wait_reason,
-                                     destination_id, lease_expiries, state, error, created_at)
-        SELECT ins.id, %(start)s, 1, %(max_attempts)s, now(), '',
-               (SELECT d.id FROM executions_destination d
-                WHERE d.workspace_id = %(workspace)s AND d.name = %(destination)s),
-               0, '{{}}'::jsonb, '', now()
-        FROM ins
-    )
-    SELECT count(*) FROM ins
+# One batch of the stored list, item by item, decoded (for an itemInput template).
+BATCH_VALUES = """
+    SELECT g.i, (p.data #> %(path)s) -> g.i FROM executions_payload p, generate_series(%(lo)s, %(hi)s - 1) g(i)
+    WHERE p.execution_id = %(parent)s AND p.name = %(source)s
 """
 
 ADVANCE = """
@@ -123,20 +95,8 @@ ADVANCE = """
     WHERE step_id = %(step)s
 """
 
-MERGE_OUTPUT = """
-    INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
-    SELECT %(execution)s, %(name)s, agg.data, octet_length(agg.data::text), now()
-    FROM (
-        SELECT jsonb_build_object(
-                   'items', coalesce(jsonb_agg(p.data ORDER BY c.item_index), '[]'::jsonb),
-                   'counts', %(counts)s::jsonb) AS data
-        FROM executions_execution c
-        LEFT JOIN executions_payload p
-               ON p.execution_id = c.id AND p.name = c.output_vertex AND c.status = 'SUCCEEDED'
-        WHERE c.parent_id = %(execution)s AND c.spawn_vertex = %(spawner)s
-    ) agg
-    ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
-"""
+# The spawner step of a merge's execution.
+SPAWNER_STEP = "SELECT id FROM executions_step WHERE execution_id = %(execution)s AND vertex = %(spawner)s"
 
 
 def items_source(items: str) -> tuple[str, list[str]]:
@@ -170,7 +130,7 @@ def spawn(step: StepRun) -> Outcome:
             return deferral
         with step.transaction() as tx:
             fan = _plan(tx.cursor, step, vertex)
-    target = load_version_by_id(fan["target_version_id"])
+    target = versions.get(fan["target_version_id"])
     start = target.workflow.vertices[target.workflow.start]
     walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
     batch_size = int(settings.SB["SPAWN_BATCH"])
@@ -182,8 +142,6 @@ def spawn(step: StepRun) -> Outcome:
         with step.transaction() as tx:
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
-            if inserted:
-                kick.work_created(tx.cursor)
         created += inserted
         cursor_at = hi
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
@@ -191,8 +149,6 @@ def spawn(step: StepRun) -> Outcome:
 
 
 def _pressure_deferral() -> Outcome | None:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         pressure = payloads.pressure(cursor)
     if not pressure.above_high_water:
@@ -208,13 +164,6 @@ def _fanout_row(cursor: Any, step_id: int) -> dict[str, Any] | None:
     if row is None:
         return None
     return dict(zip([c.name for c in cursor.description], row, strict=True))
-
-
-def load_version_by_id(version_id: int) -> Any:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        return load_version(cursor, version_id)
 
 
 def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
@@ -246,11 +195,6 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
     }
     cursor.execute(CREATE_FANOUT, params)
     return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
-
-
-def allowed_failures(ratio: float, total: int) -> int:
-    """floor(ratio × N), computed exactly (0.29 × 100 is 29, not 28)."""
-    return math.floor(Decimal(str(ratio)) * total)
 
 
 def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
@@ -292,37 +236,40 @@ def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any,
     return list(cursor.fetchall())
 
 
-def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: Any, start: ast.Vertex,
-                  lo: int, hi: int) -> int:
+def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versions.LoadedVersion,
+                  start: ast.Vertex, lo: int, hi: int) -> int:
+    """Create the children of items [lo, hi) that have none yet: the executions on their
+    per-item key (S2), then the inputs and first steps of the ones just created."""
     source, path = items_source(vertex.items)
-    params: dict[str, Any] = {
-        "path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi,
-        "workspace": step.execution.workspace_id, "workflow": target.definition_id, "version": target.id,
-        "root": step.execution.root_id or step.execution.id, "step": step.step_id, "vertex": vertex.id,
-        "depth": step.execution.depth + 1, "start": start.id,
-        "max_attempts": max_attempts(start),
-        "destination": getattr(start, "destination_name", None),
-    }
     if vertex.item_input == "$.item":
-        sql = INSERT_CHILDREN.format(batch=BATCH_FROM_STORE)
+        cursor.execute(BATCH_ITEMS, {"path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi})
+        inputs = dict(cursor.fetchall())
     else:
-        indexes, inputs = _render_batch(cursor, step, vertex, source, path, lo, hi)
-        params.update(indexes=indexes, inputs=inputs)
-        sql = INSERT_CHILDREN.format(batch=BATCH_FROM_WORKER)
-    cursor.execute(sql, params)
-    return int(cursor.fetchone()[0])
+        inputs = _render_batch(cursor, step, vertex, source, path, lo, hi)
+    parent = step.execution
+    created = records.insert_executions(cursor, [
+        records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
+                             root_id=parent.root_id or parent.id, spawned_by_id=step.step_id,
+                             spawn_vertex=vertex.id, item_index=index, depth=parent.depth + 1)
+        for index in sorted(inputs)
+    ])
+    payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in created
+                               if inputs[cast(int, index)] is not None])
+    records.insert_steps(cursor, [
+        records.NewStep(child, parent.workspace_id, start.id, retry.max_attempts(start),
+                        destination=getattr(start, "destination_name", None))
+        for child, _ in created
+    ])
+    return len(created)
 
 
 _parsed = functools.lru_cache(maxsize=1024)(parse_path)
 
 
 def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
-                  lo: int, hi: int) -> tuple[list[int], list[str]]:
-    cursor.execute(
-        "SELECT g.i, (p.data #> %(path)s) -> g.i FROM executions_payload p, generate_series(%(lo)s, %(hi)s - 1) g(i)"
-        " WHERE p.execution_id = %(parent)s AND p.name = %(source)s",
-        {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source},
-    )
+                  lo: int, hi: int) -> dict[int, str]:
+    """Each item's child input (JSON text), rendered from the itemInput template."""
+    cursor.execute(BATCH_VALUES, {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source})
     batch = [(index, payloads.decode(item)) for index, item in cursor.fetchall()]
     resolved: dict[str, Any] = {}
 
@@ -338,7 +285,7 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
             resolved[text] = payloads.decode(row[0])
         return resolved[text]
 
-    indexes, inputs = [], []
+    inputs = {}
     for index, item in batch:
         local = {"item": item, "index": index}
 
@@ -346,35 +293,18 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
             path = _parsed(text)  # parsed once per batch, not once per item
             return resolve(path, local) if path.root in local else context_value(text)
 
-        indexes.append(index)
-        inputs.append(payloads.encode(render(vertex.item_input, {}, lookup)))
-    return indexes, inputs
+        inputs[index] = payloads.encode(render(vertex.item_input, {}, lookup))
+    return inputs
 
 
 # --- merging ----------------------------------------------------------------------------------
-
-def explain(fan: dict[str, Any]) -> str:
-    """The merge's state in words, e.g. "3 failed of 1,000; tolerance 5% allows 50; failFast on"."""
-    total, done = fan["total"], fan["succeeded"] + fan["failed"] + fan["cancelled"]
-    parts = [f"{fan['succeeded']:,} succeeded, {fan['failed']:,} failed, {fan['cancelled']:,} cancelled "
-             f"of {total:,} ({total - done:,} not finished)"]
-    tolerated = [s for s, on in (("FAILED", fan["tolerates_failed"]), ("CANCELLED", fan["tolerates_cancelled"])) if on]
-    if tolerated:
-        parts.append(f"tolerates {' and '.join(tolerated)} up to {fan['max_failure_ratio']:.4g} "
-                     f"({fan['max_failure_ratio'] * 100:.4g}%) which allows {fan['allowed_failures']:,}")
-    else:
-        parts.append("no failure tolerated")
-    parts.append(f"failFast {'on' if fan['fail_fast'] else 'off'}")
-    return "; ".join(parts)
-
 
 def merge(step: StepRun) -> Outcome:
     vertex = cast(ast.Merge, step.vertex)
     lock = (LOCK_FANOUT, {"execution": step.execution.id, "spawner": vertex.spawner})
     with step.transaction(prelock=lock) as tx:
         cursor = tx.cursor
-        cursor.execute("SELECT id FROM executions_step WHERE execution_id = %s AND vertex = %s",
-                       [step.execution.id, vertex.spawner])
+        cursor.execute(SPAWNER_STEP, {"execution": step.execution.id, "spawner": vertex.spawner})
         spawner_row = cursor.fetchone()
         fan = _fanout_row(cursor, spawner_row[0]) if spawner_row else None
         if fan is None:
@@ -386,7 +316,6 @@ def merge(step: StepRun) -> Outcome:
             tx.finish(failed(f"merge failed: {summary}", retryable=False))
         else:
             counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
-            cursor.execute(MERGE_OUTPUT, {"execution": step.execution.id, "name": vertex.id,
-                                          "counts": payloads.encode(counts), "spawner": vertex.spawner})
+            payloads.put_merge_output(cursor, step.execution.id, vertex.id, spawner=vertex.spawner, counts=counts)
             tx.finish(succeeded(NO_OUTPUT, output_vertex=vertex.id))
     return committed()

@@ -6,8 +6,9 @@
   of ``now() + LEASE_SECONDS``. Steps that call a destination (S11) are claimed per
   destination, only as many as it has free slots: in-flight = its RUNNING steps, so a slot
   is released by any transition out of RUNNING, lease expiry included, and cannot leak.
-* **Fence**: a result is committed only where the row still carries the worker's token and
-  is RUNNING; anything else is a stale worker's late result and is discarded (and noted).
+* **Fence** (``fence``, the one place the rule is written): a result is committed only where
+  the row still carries the worker's token and is RUNNING — those rows are locked first,
+  then moved; anything else is a stale worker's late result and is discarded (and noted).
 * **Heartbeat**: a worker renews the leases of the steps it is still running.
 * **Reap**: expired leases go back to READY with attempt + 1, or FAILED once the step has
   used its attempts ("lease expired N times"), so a step that kills its worker ends.
@@ -93,20 +94,25 @@ SPEND_RATE_TOKENS = """
     WHERE d.id = c.id AND d.rate_per_second IS NOT NULL
 """
 
-HEARTBEAT = """
-    UPDATE executions_step s SET lease_expires_at = now() + make_interval(secs => %(lease)s)
-    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS h(id, token)
-    WHERE s.id = h.id AND s.lease_token = h.token AND s.status = 'RUNNING'
-    RETURNING s.id
+# THE fence (S5): of the given (step, token) leases, the rows still leased to their holder —
+# RUNNING with the same token — locked in id order for the rest of the caller's transaction,
+# so no reaper, cancel or other worker can move them before the caller commits. Every
+# commit of a worker's result goes through it; a stale worker's lease matches nothing.
+FENCE = """
+    SELECT s.id FROM executions_step s
+    JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS l(id, token) ON s.id = l.id
+    WHERE s.lease_token = l.token AND s.status = 'RUNNING'
+    ORDER BY s.id
+    FOR UPDATE OF s
 """
 
-EXPIRED = """
-    SELECT id FROM executions_step
-    WHERE status = 'RUNNING' AND lease_expires_at < now() AND {attempts}
-    ORDER BY lease_expires_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-"""
+# The fence, renewing the leases it holds (a heartbeat; a vertex's fenced transaction).
+RENEW = f"""
+    WITH ours AS ({FENCE})
+    UPDATE executions_step s SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+    FROM ours WHERE s.id = ours.id
+    RETURNING s.id
+"""  # noqa: S608 - constant SQL
 
 DB_NOW = "SELECT now()"
 
@@ -163,17 +169,7 @@ def _take(cursor: Any, candidates_sql: str, params: dict[str, Any], alone: bool)
 def _claim(cursor: Any, step_ids: list[int]) -> list[ClaimedStep]:
     if not step_ids:
         return []
-    source = state.ids(step_ids)
-    moved = state.move_steps(
-        cursor, S.RUNNING, state.Source(source.sql, {**source.params, "lease": lease_seconds(),
-                                                     "worker": worker_label()}),
-        from_=[S.READY], skip_locked=True,
-        sets={"lease_token": "gen_random_uuid()",
-              "lease_expires_at": "now() + make_interval(secs => %(lease)s)",
-              "leased_by": "%(worker)s"},
-        returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
-                   "now() AS claimed_at", "s.lease_expiries"),
-    )
+    moved = state.claim_steps(cursor, step_ids, lease_seconds=lease_seconds(), worker=worker_label())
     return [
         ClaimedStep(
             step_id=row["id"], execution_id=row["execution_id"], vertex=row["vertex"],
@@ -223,15 +219,25 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> list[Claimed
     return claimed
 
 
-def heartbeat(cursor: Any, leases: list[Lease]) -> set[int]:
-    """Renew leases; returns the step ids whose lease is still ours."""
-    if not leases:
+def _lease_params(leases_: list[Lease]) -> dict[str, Any]:
+    return {"ids": [lease.step_id for lease in leases_], "tokens": [lease.token for lease in leases_]}
+
+
+def fence(cursor: Any, leases_: list[Lease]) -> set[int]:
+    """Lock the steps still leased to their holder (see FENCE); returns their ids. Call in
+    the transaction that commits their results; the others' results are stale."""
+    if not leases_:
         return set()
-    cursor.execute(HEARTBEAT, {
-        "ids": [lease.step_id for lease in leases],
-        "tokens": [lease.token for lease in leases],
-        "lease": lease_seconds(),
-    })
+    cursor.execute(FENCE, _lease_params(leases_))
+    return {row[0] for row in cursor.fetchall()}
+
+
+def heartbeat(cursor: Any, leases_: list[Lease]) -> set[int]:
+    """Renew leases (and hold them fenced for the rest of the transaction); returns the step
+    ids whose lease is still ours."""
+    if not leases_:
+        return set()
+    cursor.execute(RENEW, {**_lease_params(leases_), "lease": lease_seconds()})
     return {row[0] for row in cursor.fetchall()}
 
 
@@ -239,40 +245,19 @@ def release(cursor: Any, leases_: list[Lease]) -> int:
     """Hand steps back (RUNNING → READY, no attempt consumed) when their worker shuts down,
     so another worker takes them now instead of after the lease expires. Fenced: a step
     whose lease is no longer ours is left alone."""
-    if not leases_:
+    ours = fence(cursor, leases_)
+    if not ours:
         return 0
-    moved = state.move_steps(
-        cursor, S.READY, state.rows({"lease_token": ("uuid", [lease.token for lease in leases_])},
-                                    id_values=[lease.step_id for lease in leases_]),
-        from_=[S.RUNNING], fenced=True, sets={"due_at": "now()"},
-        message="released: its worker is shutting down",
-    )
-    return len(moved)
+    return state.release_steps(cursor, sorted(ours), message="released: its worker is shutting down")
 
 
 def reap(cursor: Any, limit: int = 1000) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return expired leases to READY (attempt + 1) or fail steps out of attempts.
 
     Returns ``(requeued, failed)``; the caller fails the executions of ``failed`` steps
-    (engine.fail_executions) in the same transaction.
+    in the same transaction.
     """
-    requeued = state.move_steps(
-        cursor, S.READY, state.Source(EXPIRED.format(attempts="attempt < max_attempts"), {"limit": limit}),
-        from_=[S.RUNNING], skip_locked=True,
-        sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
-              "wait_reason": "''"},
-        message="lease expired: the worker was lost; re-queued for another attempt",
-    )
-    failed = state.move_steps(
-        cursor, S.FAILED, state.Source(EXPIRED.format(attempts="attempt >= max_attempts"), {"limit": limit}),
-        from_=[S.RUNNING], skip_locked=True,
-        sets={"lease_expiries": "s.lease_expiries + 1",
-              "error": "format('lease expired %%s times (its worker was lost each time); gave up after %%s attempts',"
-                       " s.lease_expiries + 1, s.attempt)"},
-        returning=("s.error",),
-        message="lease expired on the last attempt: step failed",
-    )
-    return requeued, failed
+    return state.requeue_expired(cursor, limit), state.fail_expired(cursor, limit)
 
 
 def db_now(cursor: Any) -> datetime:

@@ -21,6 +21,23 @@ INSERT = """
     ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
 """
 
+# A MERGE's output: its children's outputs in item order, aggregated where they are stored.
+MERGE_OUTPUT = """
+    INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
+    SELECT %(execution)s, %(name)s, agg.data, octet_length(agg.data::text), now()
+    FROM (
+        SELECT jsonb_build_object(
+                   'items', coalesce(jsonb_agg(p.data ORDER BY c.item_index), '[]'::jsonb),
+                   'counts', %(counts)s::jsonb) AS data
+        FROM executions_execution c
+        LEFT JOIN executions_payload p
+               ON p.execution_id = c.id AND p.name = c.output_vertex AND c.status = 'SUCCEEDED'
+        WHERE c.parent_id = %(execution)s AND c.spawn_vertex = %(spawner)s
+    ) agg
+    ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
+"""
+
+
 LOAD = """
     SELECT p.execution_id, p.name, p.data
     FROM executions_payload p
@@ -65,6 +82,12 @@ def encode(value: Any) -> str:
     except UnicodeEncodeError as error:
         raise PayloadError("not storable: it contains an unpaired UTF-16 surrogate") from error
     return text
+
+
+def put_merge_output(cursor: Any, execution_id: Any, name: str, *, spawner: str, counts: dict[str, int]) -> None:
+    """Store a MERGE's output ``{"items": [...children's outputs in item order], "counts": …}``."""
+    cursor.execute(MERGE_OUTPUT, {"execution": execution_id, "name": name, "counts": encode(counts),
+                                  "spawner": spawner})
 
 
 def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:

@@ -13,8 +13,7 @@ from typing import Any
 
 from django.db import connection
 
-from executions import fanout as fanout_module
-from executions import payloads
+from executions import merge_rule, payloads
 from executions.models import Event, Execution, FanOut, Step
 
 
@@ -71,7 +70,7 @@ def fanouts(execution: Execution) -> list[FanOutView]:
             spawner_vertex=f.spawner_vertex, merge_vertex=f.merge_vertex, total=f.total, created=f.created,
             pending=active.get((f.step_id, "PENDING"), 0), running=active.get((f.step_id, "RUNNING"), 0),
             succeeded=f.succeeded, failed=f.failed, cancelled=f.cancelled, never_started=f.total - f.created,
-            spawn_complete=f.spawn_complete, explanation=fanout_module.explain(data), fail_fast=f.fail_fast,
+            spawn_complete=f.spawn_complete, explanation=merge_rule.explain(data), fail_fast=f.fail_fast,
             allowed_failures=f.allowed_failures, max_failure_ratio=f.max_failure_ratio,
             tolerated=[s for s, on in (("FAILED", f.tolerates_failed), ("CANCELLED", f.tolerates_cancelled)) if on],
         ))

@@ -21,22 +21,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from executions import engine, kick, payloads, quotas, state
-from executions.errors import Conflict, Invalid, NotFound, QuotaExceededError
+from executions import kick, payloads, quotas, records, retry, state, versions
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
+from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
 E, S = ExecutionStatus, StepStatus
-
-INSERT_EXECUTION = """
-    INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, idempotency_key,
-        request_hash, parent_id, root_id, depth, chained_from_id, created_by, created_at)
-    VALUES (%(id)s, %(workspace)s, %(workflow)s, %(version)s, 1, '', %(key)s, %(request_hash)s, NULL, %(id)s, 0,
-            %(chained_from)s, %(created_by)s, now())
-    ON CONFLICT (workspace_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id
-"""
 
 # The workflow key of the execution whose CHAIN starts another (S15's engine rule).
 STARTER_KEY = """
@@ -101,20 +92,22 @@ def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None
     _guard_start(cursor, target.definition.key, system_actor, chained_from)
     text = payloads.encode(input)
     new_id = execution_id or uuid.uuid4()
-    cursor.execute(INSERT_EXECUTION, {
-        "id": new_id, "workspace": workspace_id, "workflow": target.definition_id, "version": target.pk,
-        "key": idempotency_key, "request_hash": request, "chained_from": chained_from, "created_by": created_by,
-    })
-    if cursor.fetchone() is None:
+    inserted = records.insert_executions(cursor, [records.NewExecution(
+        workspace_id, target.definition_id, target.pk, id=new_id, idempotency_key=idempotency_key,
+        request_hash=request, chained_from_id=chained_from, created_by=created_by)])
+    if not inserted:
+        if idempotency_key is None:  # only a CHAIN's derived id repeats without a key
+            return new_id, False
         return _existing(workspace_id, idempotency_key, request), False
     try:
         quotas.reserve(cursor, workspace_id, 1)
     except quotas.QuotaExceeded as error:
         raise QuotaExceededError(str(error)) from error
     payloads.put_many(cursor, [(new_id, payloads.INPUT, text)])
-    loaded = engine.load_version(cursor, target.pk)
-    info = engine.ExecutionInfo(new_id, workspace_id, target.definition_id, target.pk, None, new_id, 0, None, None)
-    engine.create_steps(cursor, [(info, loaded.workflow.vertices[loaded.workflow.start], None)])
+    parsed = versions.load_version(cursor, target.pk).workflow
+    start = parsed.vertices[parsed.start]
+    records.insert_steps(cursor, [records.NewStep(new_id, workspace_id, start.id, retry.max_attempts(start),
+                                                  destination=getattr(start, "destination_name", None))])
     return new_id, True
 
 
@@ -177,12 +170,6 @@ DESCENDANTS = """
     SELECT id FROM d
 """
 
-OPEN_STEPS_OF = """
-    SELECT s.id FROM executions_step s
-    WHERE s.execution_id = ANY(%(executions)s) AND s.status IN ('READY', 'RUNNING', 'WAITING')
-"""
-
-
 def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sudo.VerifiedActor | None = None) -> int:
     """Cancel an execution and every non-terminal descendant (chained executions are
     independent and keep running). Returns how many executions were cancelled."""
@@ -195,16 +182,10 @@ def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sud
         descendants = [row[0] for row in cursor.fetchall()]
         message = f"cancelled by {actor}" if actor else "cancelled"
         # Children before parents (the lock order): their steps, then them, then ours.
-        cancelled = 0
-        if descendants:
-            state.move_steps(cursor, S.CANCELLED, state.Source(OPEN_STEPS_OF, {"executions": descendants}),
-                             message=f"{message} (cascade)")
-            cancelled += len(state.move_executions(cursor, E.CANCELLED, state.ids(descendants, "uuid"),
-                                                   message=f"{message} (cascade from {execution.pk})"))
-        state.move_steps(cursor, S.CANCELLED, state.Source(OPEN_STEPS_OF, {"executions": [execution.pk]}),
-                         message=message)
-        moved = state.move_executions(cursor, E.CANCELLED, state.ids([execution.pk], "uuid"), message=message)
-        if not moved:
+        state.cancel_open_steps(cursor, descendants, message=f"{message} (cascade)")
+        cancelled = state.cancel_executions(cursor, descendants, message=f"{message} (cascade from {execution.pk})")
+        state.cancel_open_steps(cursor, [execution.pk], message=message)
+        if not state.cancel_executions(cursor, [execution.pk], message=message):
             raise Conflict("execution finished while it was being cancelled")
         return cancelled + 1
 
@@ -213,24 +194,26 @@ def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sud
 
 # Failed children of a parent with their failed step, and the retry budget of that step's vertex.
 FAILED_CHILD_STEPS = """
-    SELECT s.id, s.attempt + coalesce(b.budget, 1) AS new_max, c.id AS child_id
+    SELECT s.id, coalesce(b.budget, 1) AS budget
     FROM executions_execution c
     JOIN executions_step s ON s.execution_id = c.id AND s.status = 'FAILED'
     LEFT JOIN unnest(%(versions)s::bigint[], %(vertices)s::varchar[], %(budgets)s::int[])
          AS b(version_id, vertex, budget)
       ON b.version_id = c.version_id AND b.vertex = s.vertex
-    WHERE c.parent_id = %(parent)s AND c.status = 'FAILED' {spawner}
+    WHERE c.parent_id = %(parent)s AND c.status = 'FAILED'
+      AND (%(spawner)s::varchar IS NULL OR c.spawn_vertex = %(spawner)s)
+    ORDER BY s.id
 """
 
 
 def _budgets(cursor: Any, version_ids: list[int]) -> tuple[list[int], list[str], list[int]]:
-    versions, vertices_, budgets = [], [], []
-    for vid, loaded in engine.load_versions(cursor, version_ids).items():
+    version_ids_, vertices_, budgets = [], [], []
+    for vid, loaded in versions.load_versions(cursor, version_ids).items():
         for vertex in loaded.workflow.vertices.values():
-            versions.append(vid)
+            version_ids_.append(vid)
             vertices_.append(vertex.id)
-            budgets.append(engine.max_attempts(vertex))
-    return versions, vertices_, budgets
+            budgets.append(retry.max_attempts(vertex))
+    return version_ids_, vertices_, budgets
 
 
 def _check_retryable(execution: Execution) -> None:
@@ -274,17 +257,11 @@ def retry_step(execution: Execution, vertex: str, *, actor: str = "",
 def _retry_steps(execution: Execution, steps: list[Step], actor: str) -> list[Step]:
     message = f"retried by {actor}" if actor else "retried"
     with transaction.atomic(), connection.cursor() as cursor:
-        workflow = engine.load_version(cursor, execution.version_id).workflow
-        budget = engine.max_attempts(workflow.vertices[steps[0].vertex])
-        moved = state.move_steps(cursor, S.READY, state.ids([s.pk for s in steps]), from_=[S.FAILED], sets={
-            "attempt": "s.attempt + 1", "max_attempts": f"s.attempt + {int(budget)}", "due_at": "now()",
-            "wait_reason": "''", "error": "''"}, message=message)
-        if not moved:
+        workflow = versions.load_version(cursor, execution.version_id).workflow
+        budgets = [retry.max_attempts(workflow.vertices[step.vertex]) for step in steps]
+        if not state.retry_failed_steps(cursor, [s.pk for s in steps], budgets=budgets, message=message):
             raise Conflict("the step is no longer FAILED")
-        moved_execution = state.move_executions(cursor, E.PENDING, state.ids([execution.pk], "uuid"),
-                                                from_=[E.FAILED], sets={"attempt": "s.attempt + 1", "error": "''"},
-                                                message=message)
-        if not moved_execution:
+        if not state.retry_executions(cursor, [execution.pk], message=message):
             raise Conflict("the execution is no longer FAILED")
         kick.work_created(cursor)
     return list(Step.objects.filter(pk__in=[s.pk for s in steps]))
@@ -309,23 +286,17 @@ def retry_failed_children(parent: Execution, *, spawner: str | None = None, acto
                            .values_list("version_id", flat=True).distinct())
         if not version_ids:
             return 0
-        versions, vertices_, budgets = _budgets(cursor, version_ids)
-        source = state.Source(
-            FAILED_CHILD_STEPS.format(spawner="AND c.spawn_vertex = %(spawner)s" if spawner else ""),
-            {"parent": parent.pk, "spawner": spawner, "versions": versions, "vertices": vertices_,
-             "budgets": budgets},
-            ("new_max", "child_id"),
-        )
-        moved = state.move_steps(cursor, S.READY, source, from_=[S.FAILED], sets={
-            "attempt": "s.attempt + 1", "max_attempts": "src.new_max", "due_at": "now()",
-            "wait_reason": "''", "error": "''"}, message=message)
+        version_list, vertices_, budgets = _budgets(cursor, version_ids)
+        cursor.execute(FAILED_CHILD_STEPS, {"parent": parent.pk, "spawner": spawner, "versions": version_list,
+                                            "vertices": vertices_, "budgets": budgets})
+        failed_steps = cursor.fetchall()
+        moved = state.retry_failed_steps(cursor, [row[0] for row in failed_steps],
+                                         budgets=[row[1] for row in failed_steps], message=message)
         if not moved:
             return 0
-        children = state.move_executions(cursor, E.PENDING, state.ids({row["execution_id"] for row in moved}, "uuid"),
-                                         from_=[E.FAILED], sets={"attempt": "s.attempt + 1", "error": "''"},
-                                         message=message)
+        children = state.retry_executions(cursor, sorted({row["execution_id"] for row in moved}), message=message)
         kick.work_created(cursor)
-        return len(children)
+        return children
 
 
 def get_execution(workspace: Workspace, execution_id: Any) -> Execution:

@@ -9,15 +9,20 @@ Every status write is a guarded, set-based statement built here::
     SELECT … FROM moved
 
 so a transition not in the tables below cannot happen, rows are locked in id order, and
-each transition appends its event in the same statement. Callers choose *which* rows (a
-``source`` query yielding ``id`` and any per-row columns) and extra column values; this
-module decides the status and keeps the derived bookkeeping consistent:
+each transition appends its event in the same statement. Callers name a transition (the
+functions under "Named transitions" below: ``claim_steps``, ``fail_steps``,
+``cancel_executions``, …) and pass the rows and per-row values; every SQL fragment of a
+transition — what it sets, which rows it selects — is written here, nowhere else. This
+module also keeps the derived bookkeeping consistent:
 
 * children entering or leaving a terminal status move their fan-out's counts, in the same
   transaction (so a MERGE decides in O(1));
 * a fan-out that becomes decided wakes its WAITING merge step;
 * a failed child that is retried re-opens a merge that had failed on it, and its parent
   execution (redrive, S9) — recursively up the tree.
+
+Fencing is not done here: a caller that commits a worker's result first locks the rows
+still leased to it (``leases.fence``) and passes only those.
 
 Lock order (all writers follow it; see docs/architecture.md): a step before its execution,
 a child's rows before its parent's fan-out, the fan-out before the parent's steps, the
@@ -31,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from executions import kick
+from executions.merge_rule import FANOUT_DECIDED
 from executions.models import ExecutionStatus, StepStatus
 
 E, S = ExecutionStatus, StepStatus
@@ -61,21 +68,8 @@ def allowed_from(table: dict[str, frozenset[str]], to: str) -> list[str]:
     return sources
 
 
-# The MERGE rule over a fan-out row ``f`` (docs/dsl.md, "MERGE"). One definition, used by
-# the wake-up below and by the merge vertex.
-FANOUT_TOLERATED = (
-    "(CASE WHEN f.tolerates_failed THEN f.failed ELSE 0 END"
-    " + CASE WHEN f.tolerates_cancelled THEN f.cancelled ELSE 0 END)"
-)
-FANOUT_EXCEEDED = (
-    f"((f.failed + f.cancelled - {FANOUT_TOLERATED}) > 0 OR {FANOUT_TOLERATED} > f.allowed_failures)"
-)
-FANOUT_FINISHED = "(f.spawn_complete AND f.succeeded + f.failed + f.cancelled >= f.total)"
-FANOUT_DECIDED = f"({FANOUT_FINISHED} OR (f.fail_fast AND {FANOUT_EXCEEDED}))"
-
-
 @dataclass(frozen=True)
-class Source:
+class _Source:
     """Which rows to move: SQL yielding ``id`` plus the named per-row ``columns``; params
     are named (``%(name)s``)."""
 
@@ -84,18 +78,18 @@ class Source:
     columns: tuple[str, ...] = ()
 
 
-def ids(values: Iterable[Any], cast: str = "bigint") -> Source:
-    return Source(f"SELECT unnest(%(src_ids)s::{cast}[]) AS id", {"src_ids": list(values)})
+def _ids(values: Iterable[Any], cast: str = "bigint") -> _Source:
+    return _Source(f"SELECT unnest(%(src_ids)s::{cast}[]) AS id", {"src_ids": list(values)})
 
 
-def rows(columns: dict[str, tuple[str, Sequence[Any]]], cast: str = "bigint", *, id_values: Sequence[Any]) -> Source:
+def _rows(columns: dict[str, tuple[str, Sequence[Any]]], cast: str = "bigint", *, id_values: Sequence[Any]) -> _Source:
     """Per-row values: ``{"error": ("text", [...]), …}`` aligned with ``id_values``."""
     selects = [f"unnest(%(src_ids)s::{cast}[]) AS id"]
     params: dict[str, Any] = {"src_ids": list(id_values)}
     for name, (sql_type, values) in columns.items():
         selects.append(f"unnest(%(src_{name})s::{sql_type}[]) AS {name}")
         params[f"src_{name}"] = list(values)
-    return Source(f"SELECT {', '.join(selects)}", params, tuple(columns))
+    return _Source(f"SELECT {', '.join(selects)}", params, tuple(columns))
 
 
 # --- the guarded statement -------------------------------------------------------------------
@@ -117,8 +111,8 @@ _EXECUTION_AUTO = {
 }
 
 
-def _statement(*, table: str, kind: str, to: str, sources: list[str], source: Source, sets: dict[str, str],
-               fenced: bool, skip_locked: bool, returning: Sequence[str], message: str | None) -> tuple[str, dict]:
+def _statement(*, table: str, kind: str, to: str, sources: list[str], source: _Source, sets: dict[str, str],
+               skip_locked: bool, returning: Sequence[str], message: str | None) -> tuple[str, dict]:
     is_step = kind == "step"
     auto = (_STEP_AUTO if is_step else _EXECUTION_AUTO)[to]  # type: ignore[index]  # str-valued enums
     assignments = {**auto, **sets}
@@ -126,8 +120,6 @@ def _statement(*, table: str, kind: str, to: str, sources: list[str], source: So
         raise ValueError("status is set by the transition itself")
     set_sql = ", ".join(["status = %(to_status)s", *(f"{col} = {expr}" for col, expr in assignments.items())])
     cols = "".join(f", i.{name}" for name in source.columns)
-    fence = " AND src.current_token = src.lease_token" if fenced else ""
-    token = ", t.lease_token AS current_token" if fenced else ""
     lock = "FOR UPDATE OF t SKIP LOCKED" if skip_locked else "FOR UPDATE OF t"
     step_cols = ", t.execution_id, t.vertex" if is_step else ", t.id AS execution_id, NULL::varchar AS vertex"
     returning_sql = "".join(f", {expr}" for expr in returning)
@@ -139,14 +131,14 @@ def _statement(*, table: str, kind: str, to: str, sources: list[str], source: So
     sql = f"""
         WITH i AS ({source.sql}),
         src AS (
-            SELECT t.id, t.status AS from_status{token}{step_cols}{cols}
+            SELECT t.id, t.status AS from_status{step_cols}{cols}
             FROM i JOIN {table} t ON t.id = i.id
             ORDER BY t.id
             {lock}
         ),
         moved AS (
             UPDATE {table} s SET {set_sql}
-            FROM src WHERE s.id = src.id AND src.from_status = ANY(%(from_statuses)s){fence}
+            FROM src WHERE s.id = src.id AND src.from_status = ANY(%(from_statuses)s)
             RETURNING s.id, src.from_status, src.execution_id, src.vertex, s.attempt, {message_sql} AS message
                       {returning_sql}
         ),
@@ -169,31 +161,29 @@ def _fetch(cursor: Any, sql: str, params: dict[str, Any]) -> list[dict[str, Any]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def move_steps(cursor: Any, to: str, source: Source, *, sets: dict[str, str] | None = None,
-               from_: Iterable[str] | None = None, fenced: bool = False, skip_locked: bool = False,
-               returning: Sequence[str] = (), message: str | None = None) -> list[dict[str, Any]]:
+def _move_steps(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
+                from_: Iterable[str] | None = None, skip_locked: bool = False,
+                returning: Sequence[str] = (), message: str | None = None) -> list[dict[str, Any]]:
     """Move the steps named by ``source`` to ``to``; returns the rows that moved.
 
-    ``from_`` narrows the allowed source statuses; ``fenced`` additionally requires the
-    row's lease token to equal the source's ``lease_token`` column (a stale worker's result
-    matches nothing). SQL in ``sets`` may refer to the step as ``s`` and to source columns
-    as ``src.<name>``.
+    ``from_`` narrows the allowed source statuses. SQL in ``sets`` may refer to the step as
+    ``s`` and to source columns as ``src.<name>``.
     """
     allowed = allowed_from(STEP_TRANSITIONS, to)
     sources = [s for s in allowed if from_ is None or s in set(from_)]
     sql, params = _statement(table="executions_step", kind="step", to=to, sources=sources, source=source,
-                             sets=sets or {}, fenced=fenced, skip_locked=skip_locked, returning=returning,
+                             sets=sets or {}, skip_locked=skip_locked, returning=returning,
                              message=message)
     return _fetch(cursor, sql, params)
 
 
-def move_executions(cursor: Any, to: str, source: Source, *, sets: dict[str, str] | None = None,
-                    from_: Iterable[str] | None = None, message: str | None = None) -> list[dict[str, Any]]:
+def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
+                     from_: Iterable[str] | None = None, message: str | None = None) -> list[dict[str, Any]]:
     """Move executions to ``to`` and keep fan-out counts, merge wake-ups and redrive in step."""
     allowed = allowed_from(EXECUTION_TRANSITIONS, to)
     sources = [s for s in allowed if from_ is None or s in set(from_)]
     sql, params = _statement(table="executions_execution", kind="execution", to=to, sources=sources,
-                             source=source, sets=sets or {}, fenced=False, skip_locked=False,
+                             source=source, sets=sets or {}, skip_locked=False,
                              returning=("s.spawned_by_id", "s.parent_id", "s.status"), message=message)
     moved = _fetch(cursor, sql, params)
     _propagate_to_fanouts(cursor, moved)
@@ -253,18 +243,16 @@ def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
     _wake_merges(cursor, [f for f in with_merge if f["decided"]])
 
 
-def _merge_source(fanouts: list[dict[str, Any]]) -> Source:
-    return Source(_MERGE_STEPS, {
+def _merge_source(fanouts: list[dict[str, Any]]) -> _Source:
+    return _Source(_MERGE_STEPS, {
         "executions": [f["execution_id"] for f in fanouts],
         "vertices": [f["merge_vertex"] for f in fanouts],
     })
 
 
 def _wake_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
-    if fanouts and move_steps(cursor, S.READY, _merge_source(fanouts), from_=[S.WAITING],
+    if fanouts and _move_steps(cursor, S.READY, _merge_source(fanouts), from_=[S.WAITING],
                               sets={"due_at": "now()", "wait_reason": "''"}, message="children decided the merge"):
-        from executions import kick
-
         kick.work_created(cursor)
 
 
@@ -273,13 +261,13 @@ def _reopen_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
     execution goes back from FAILED to RUNNING (which may re-open the grandparent's)."""
     if not fanouts:
         return
-    reopened = move_steps(cursor, S.WAITING, _merge_source(fanouts), from_=[S.FAILED],
+    reopened = _move_steps(cursor, S.WAITING, _merge_source(fanouts), from_=[S.FAILED],
                           sets={"error": "''", "attempt": "s.attempt + 1",
                                 "max_attempts": "greatest(s.max_attempts, s.attempt + 1)",
                                 "wait_reason": "'waiting for children'"},
                           message="re-opened: a child was retried (redrive)")
     if reopened:
-        move_executions(cursor, E.RUNNING, ids({row["execution_id"] for row in reopened}, "uuid"),
+        _move_executions(cursor, E.RUNNING, _ids({row["execution_id"] for row in reopened}, "uuid"),
                         from_=[E.FAILED], sets={"error": "''"}, message="redrive: a child was retried")
 
 
@@ -302,3 +290,178 @@ def note(cursor: Any, entries: Sequence[tuple[Any, int | None, str, int | None, 
             "attempts": [e[3] for e in entries],
             "messages": [e[4] for e in entries],
         })
+
+
+# --- named transitions: steps ------------------------------------------------------------------
+
+# Due, expired leases (the reaper), in lease order; SKIP LOCKED: a row another transaction
+# holds is being moved by it right now.
+_EXPIRED = """
+    SELECT id FROM executions_step
+    WHERE status = 'RUNNING' AND lease_expires_at < now() AND (attempt < max_attempts) = %(attempts_left)s
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+# The unfinished steps of some executions (a cancel).
+_OPEN_STEPS_OF = """
+    SELECT s.id FROM executions_step s
+    WHERE s.execution_id = ANY(%(executions)s) AND s.status IN ('READY', 'RUNNING', 'WAITING')
+"""
+
+
+def claim_steps(cursor: Any, step_ids: Sequence[int], *, lease_seconds: float, worker: str) -> list[dict[str, Any]]:
+    """READY → RUNNING with a fresh lease (token, expiry in database time, holder)."""
+    source = _ids(step_ids)
+    return _move_steps(
+        cursor, S.RUNNING, _Source(source.sql, {**source.params, "lease": lease_seconds, "worker": worker}),
+        from_=[S.READY], skip_locked=True,
+        sets={"lease_token": "gen_random_uuid()",
+              "lease_expires_at": "now() + make_interval(secs => %(lease)s)",
+              "leased_by": "%(worker)s"},
+        returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
+                   "now() AS claimed_at", "s.lease_expiries"),
+    )
+
+
+def release_steps(cursor: Any, step_ids: Sequence[int], *, message: str) -> int:
+    """RUNNING → READY now, no attempt consumed (a worker hands its steps back)."""
+    return len(_move_steps(cursor, S.READY, _ids(step_ids), from_=[S.RUNNING], sets={"due_at": "now()"},
+                           message=message))
+
+
+def requeue_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
+    """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper)."""
+    return _move_steps(
+        cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "attempts_left": True}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
+              "wait_reason": "''"},
+        message="lease expired: the worker was lost; re-queued for another attempt",
+    )
+
+
+def fail_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
+    """Expired leases on their last attempt: RUNNING → FAILED (a poison pill ends)."""
+    return _move_steps(
+        cursor, S.FAILED, _Source(_EXPIRED, {"limit": limit, "attempts_left": False}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"lease_expiries": "s.lease_expiries + 1",
+              "error": "format('lease expired %%s times (its worker was lost each time); gave up after %%s attempts',"
+                       " s.lease_expiries + 1, s.attempt)"},
+        returning=("s.error",),
+        message="lease expired on the last attempt: step failed",
+    )
+
+
+def succeed_steps(cursor: Any, step_ids: Sequence[int]) -> set[int]:
+    """RUNNING → SUCCEEDED (a committed result)."""
+    return _moved_ids(_move_steps(cursor, S.SUCCEEDED, _ids(step_ids), from_=[S.RUNNING]))
+
+
+def retry_steps_later(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str], delays: Sequence[float],
+                      messages: Sequence[str]) -> set[int]:
+    """RUNNING → READY after a retryable failure: attempt + 1, due after its backoff."""
+    source = _rows({"error": ("text", errors), "due_in": ("float8", delays), "message": ("text", messages),
+                    "reason": ("text", [f"retry backoff after: {e}"[:300] for e in errors])}, id_values=step_ids)
+    return _moved_ids(_move_steps(cursor, S.READY, source, from_=[S.RUNNING], sets={
+        "attempt": "s.attempt + 1", "error": "src.error", "wait_reason": "src.reason",
+        "due_at": "now() + make_interval(secs => src.due_in)"}))
+
+
+def fail_steps(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str]) -> set[int]:
+    """RUNNING → FAILED for good (no attempts left, or not retryable)."""
+    source = _rows({"error": ("text", errors), "message": ("text", errors)}, id_values=step_ids)
+    return _moved_ids(_move_steps(cursor, S.FAILED, source, from_=[S.RUNNING], sets={"error": "src.error"}))
+
+
+def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], due_in: Sequence[float | None],
+               reasons: Sequence[str], states: Sequence[str | None]) -> set[int]:
+    """RUNNING → READY at a due time (a timer, a deferral), no attempt consumed; ``due_at``
+    wins over ``due_in`` seconds from now; a ``state`` (JSON text) replaces the step's."""
+    source = _rows({"due_at": ("timestamptz", due_at), "due_in": ("float8", due_in),
+                    "reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
+                    "message": ("text", reasons)}, id_values=step_ids)
+    return _moved_ids(_move_steps(cursor, S.READY, source, from_=[S.RUNNING], sets={
+        "due_at": "coalesce(src.due_at, now() + make_interval(secs => coalesce(src.due_in, 0)))",
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"}))
+
+
+def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str],
+                 states: Sequence[str | None]) -> set[int]:
+    """RUNNING → WAITING until another transition wakes it (a merge waiting for children)."""
+    source = _rows({"reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
+                    "message": ("text", reasons)}, id_values=step_ids)
+    return _moved_ids(_move_steps(cursor, S.WAITING, source, from_=[S.RUNNING], sets={
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"}))
+
+
+def cancel_open_steps(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """Every unfinished step of these executions → CANCELLED."""
+    if not execution_ids:
+        return 0
+    return len(_move_steps(cursor, S.CANCELLED, _Source(_OPEN_STEPS_OF, {"executions": list(execution_ids)}),
+                           message=message))
+
+
+def retry_failed_steps(cursor: Any, step_ids: Sequence[int], *, budgets: Sequence[int],
+                       message: str) -> list[dict[str, Any]]:
+    """FAILED → READY now (an operator retry): attempt + 1 and ``budget`` more attempts."""
+    source = _rows({"budget": ("int", budgets)}, id_values=step_ids)
+    return _move_steps(cursor, S.READY, source, from_=[S.FAILED], sets={
+        "attempt": "s.attempt + 1", "max_attempts": "s.attempt + src.budget", "due_at": "now()",
+        "wait_reason": "''", "error": "''"}, message=message)
+
+
+def _moved_ids(rows: list[dict[str, Any]]) -> set[int]:
+    return {row["id"] for row in rows}
+
+
+# --- named transitions: executions ---------------------------------------------------------------
+
+# An execution that finishes straight from PENDING ran from its first step's claim.
+_STARTED_AT = "coalesce(s.started_at, src.started, now())"
+
+
+def run_executions(cursor: Any, execution_ids: Sequence[Any], *, started: Sequence[Any]) -> None:
+    """PENDING → RUNNING: the execution visibly runs (``started``: its first claim time)."""
+    if execution_ids:
+        _move_executions(cursor, E.RUNNING, _rows({"started": ("timestamptz", started)}, "uuid",
+                                                  id_values=execution_ids),
+                         from_=[E.PENDING], sets={"started_at": _STARTED_AT})
+
+
+def succeed_executions(cursor: Any, execution_ids: Sequence[Any], *, output_vertices: Sequence[str],
+                       started: Sequence[Any]) -> None:
+    """PENDING/RUNNING → SUCCEEDED; ``output_vertices``: whose output is the execution's."""
+    if execution_ids:
+        _move_executions(cursor, E.SUCCEEDED, _rows({
+            "output_vertex": ("varchar", output_vertices), "started": ("timestamptz", started),
+        }, "uuid", id_values=execution_ids), from_=[E.PENDING, E.RUNNING],
+            sets={"output_vertex": "src.output_vertex", "error": "''", "started_at": _STARTED_AT})
+
+
+def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequence[str],
+                    started: Sequence[Any]) -> None:
+    """PENDING/RUNNING → FAILED with its error."""
+    if execution_ids:
+        _move_executions(cursor, E.FAILED, _rows({"error": ("text", errors), "message": ("text", errors),
+                                                  "started": ("timestamptz", started)},
+                                                 "uuid", id_values=execution_ids),
+                         from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": _STARTED_AT})
+
+
+def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """Unfinished executions → CANCELLED; returns how many moved."""
+    if not execution_ids:
+        return 0
+    return len(_move_executions(cursor, E.CANCELLED, _ids(execution_ids, "uuid"), message=message))
+
+
+def retry_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """FAILED → PENDING (an operator retry: same id, same key, attempt + 1); returns how many."""
+    if not execution_ids:
+        return 0
+    return len(_move_executions(cursor, E.PENDING, _ids(execution_ids, "uuid"), from_=[E.FAILED],
+                                sets={"attempt": "s.attempt + 1", "error": "''"}, message=message))

@@ -30,8 +30,8 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
 from executions import engine, kick, leases, payloads
-from executions.engine import LeaseLost, StepRun
 from executions.outcomes import Outcome, failed
+from executions.runs import LeaseLost, StepRun
 from workflows.dsl import ast
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from workflows.errors import PermissionDenied
 from workflows.models import ApiToken, Membership, Role, Workspace
 
 if TYPE_CHECKING:
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 TOKEN_PREFIX = "sbt_"  # noqa: S105 - a public marker, not a secret
-
-
-class PermissionDenied(Exception):
-    pass
 
 
 @dataclass(frozen=True)

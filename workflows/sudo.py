@@ -18,8 +18,7 @@ from fnmatch import fnmatchcase
 
 from django.conf import settings
 
-from executions.errors import Forbidden
-from workflows.access import PermissionDenied
+from workflows.errors import Forbidden, PermissionDenied
 
 HELP = "see docs/security.md"
 

@@ -17,9 +17,9 @@ from typing import Any
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-from executions.errors import Forbidden
 from workflows import claims, signing
 from workflows.access import Principal, principal_for_session, principal_for_token
+from workflows.errors import Forbidden
 
 
 class TokenAuthentication(authentication.BaseAuthentication):

@@ -23,9 +23,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
-from executions.errors import ServiceError
-from workflows.access import PermissionDenied as RoleDenied
 from workflows.dsl import DslError
+from workflows.errors import PermissionDenied as RoleDenied
+from workflows.errors import ServiceError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 

@@ -18,8 +18,8 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from executions import selectors
-from executions.errors import NotFound
 from executions.models import Destination, Event, Execution, FanOut, Step
+from workflows.errors import NotFound
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
 STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "NEVER_STARTED")

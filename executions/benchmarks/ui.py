@@ -25,7 +25,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from executions import engine, services, state
+from executions import records, retry, services, state, versions
 from executions.models import ExecutionStatus, Step, StepStatus
 from executions.ui import parts
 from workflows.models import Membership, Plan, Role, Workspace
@@ -73,13 +73,19 @@ STARTED = """
     FROM executions_execution WHERE parent_id = %(parent)s AND item_index %% 100 <> 0
 """
 
-# Which running children finish and how long they took: mostly ~0.1–1 s, a long tail of a
-# few seconds; every 50th fails, every 100th (offset 1) keeps running.
-FINISHED = """
-    SELECT id, started_at + make_interval(secs => 0.05 + 0.25 * -ln(1 - random())
-                                           + CASE WHEN random() < 0.01 THEN 4 * random() ELSE 0 END) AS finished
-    FROM executions_execution
-    WHERE parent_id = %(parent)s AND status = 'RUNNING' AND item_index %% 100 <> 1 AND item_index %% 50 {op} 3
+# Which running children finish (every 100th, offset 1, keeps running); every 50th fails.
+FINISHING = """
+    SELECT id, item_index %% 50 = 3 AS fails FROM executions_execution
+    WHERE parent_id = %(parent)s AND status = 'RUNNING' AND item_index %% 100 <> 1
+"""
+
+# How long finished children took, backdated as if they ran an hour ago: mostly ~0.1–1 s,
+# a long tail of a few seconds. Not a status change: the transitions above made those.
+BACKDATE = """
+    UPDATE executions_execution
+    SET finished_at = started_at + make_interval(secs => 0.05 + 0.25 * -ln(1 - random())
+                                                 + CASE WHEN random() < 0.01 THEN 4 * random() ELSE 0 END)
+    WHERE parent_id = %(parent)s AND finished_at IS NOT NULL
 """
 
 
@@ -123,30 +129,31 @@ def build(children: int) -> dict[str, Any]:
 
 def _spawned(cursor: Any, parent: Any) -> Step:
     """The parent as it is after its spawner ran: RUNNING, spawner SUCCEEDED, merge WAITING."""
-    state.move_executions(cursor, E.RUNNING, state.ids([parent.pk], "uuid"), message="bench")
+    state.run_executions(cursor, [parent.pk], started=[None])
     spawner = Step.objects.get(execution=parent, vertex="fan")
-    _walk_step(cursor, spawner.pk, [S.RUNNING, S.SUCCEEDED])
-    info = engine.ExecutionInfo(parent.pk, parent.workspace_id, parent.workflow_id, parent.version_id, None,
-                                parent.pk, 0, None, None)
-    merge = engine.load_version(cursor, parent.version_id).workflow.vertices["join"]
-    engine.create_steps(cursor, [(info, merge, "fan")])
-    _walk_step(cursor, Step.objects.get(execution=parent, vertex="join").pk, [S.RUNNING, S.WAITING])
+    state.claim_steps(cursor, [spawner.pk], lease_seconds=60, worker="bench")
+    state.succeed_steps(cursor, [spawner.pk])
+    merge = versions.load_version(cursor, parent.version_id).workflow.vertices["join"]
+    records.insert_steps(cursor, [records.NewStep(parent.pk, parent.workspace_id, merge.id, retry.max_attempts(merge),
+                                                  prev_vertex="fan")])
+    join = Step.objects.get(execution=parent, vertex="join")
+    state.claim_steps(cursor, [join.pk], lease_seconds=60, worker="bench")
+    state.signal_steps(cursor, [join.pk], reasons=["waiting for children"], states=[None])
     return spawner
-
-
-def _walk_step(cursor: Any, step_id: int, statuses: list[str]) -> None:
-    for status in statuses:
-        state.move_steps(cursor, status, state.ids([step_id]), message="bench")
 
 
 def _finish_children(cursor: Any, parent: uuid.UUID) -> None:
     params = {"parent": parent}
-    state.move_executions(cursor, E.RUNNING, state.Source(STARTED, params, ("started",)),
-                          sets={"started_at": "src.started"}, message="bench")
-    state.move_executions(cursor, E.SUCCEEDED, state.Source(FINISHED.format(op="<>"), params, ("finished",)),
-                          sets={"finished_at": "src.finished", "output_vertex": "'t'"}, message="bench")
-    state.move_executions(cursor, E.FAILED, state.Source(FINISHED.format(op="="), params, ("finished",)),
-                          sets={"finished_at": "src.finished", "error": f"'{FAILURE}'"}, message="bench")
+    cursor.execute(STARTED, params)
+    started = cursor.fetchall()
+    state.run_executions(cursor, [row[0] for row in started], started=[row[1] for row in started])
+    cursor.execute(FINISHING, params)
+    finishing = cursor.fetchall()
+    ok = [row[0] for row in finishing if not row[1]]
+    failing = [row[0] for row in finishing if row[1]]
+    state.succeed_executions(cursor, ok, output_vertices=["t"] * len(ok), started=[None] * len(ok))
+    state.fail_executions(cursor, failing, errors=[FAILURE] * len(failing), started=[None] * len(failing))
+    cursor.execute(BACKDATE, params)
 
 
 def _analyze() -> None:

@@ -10,12 +10,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from executions import selectors, services
-from executions.errors import NotFound
 from executions.models import Execution
 from executions.selectors import FanOutView
 from executions.ui import forms, parts, present, queries
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import fragment_response, problem
+from workflows.errors import NotFound
 
 
 @require_GET

@@ -14,12 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 from executions import demo
 from executions import destinations as destination_services
 from executions.demo import LEDGER_HEALTHY
-from executions.errors import Invalid, NotFound
 from executions.models import Destination
 from executions.ui import access, forms, present, queries
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import POLL_SECONDS, done
 from workflows.audit import audited
+from workflows.errors import Invalid, NotFound
 from workflows.models import Role
 
 DEMO_DESTINATION = "demo-ledger"

@@ -25,8 +25,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django_htmx.http import HTMX_STOP_POLLING
 
-from executions.errors import ServiceError
-from workflows.access import PermissionDenied
+from workflows.errors import PermissionDenied, ServiceError
 
 CHANGED_EVENT = "sb-changed"
 VERSION_MARK = "__SB_VERSION__"

@@ -3,34 +3,38 @@
     needs(vertex) -> set[str]   payload names its run reads ("input", or vertex ids)
     run(step: StepRun) -> Outcome
 
-The engine looks a kind up here and never branches on it. Modules are imported on first
-use, so vertex modules may use the engine without an import cycle."""
+and this package maps a vertex's kind to its module, so the engine never branches on a
+kind. A new kind is a new module here, a line in ``KINDS``, and its AST class in
+``workflows/dsl/ast.py`` (``tests/unit/test_vertex_kinds.py`` checks the two agree).
+"""
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
 from types import ModuleType
 
+from executions.outcomes import Outcome
+from executions.runs import StepRun
+from executions.vertices import chain, choice, fail, http, merge, spawner, succeed, task, timer
 from workflows.dsl import ast
 
-MODULES = {
-    "TASK": "task",
-    "HTTP": "http",
-    "SPAWNER": "spawner",
-    "MERGE": "merge",
-    "TIMER": "timer",
-    "CHOICE": "choice",
-    "CHAIN": "chain",
-    "SUCCEED": "succeed",
-    "FAIL": "fail",
+KINDS: dict[str, ModuleType] = {
+    "TASK": task,
+    "HTTP": http,
+    "SPAWNER": spawner,
+    "MERGE": merge,
+    "TIMER": timer,
+    "CHOICE": choice,
+    "CHAIN": chain,
+    "SUCCEED": succeed,
+    "FAIL": fail,
 }
 
 
-@cache
-def _module(kind_name: str) -> ModuleType:
-    return importlib.import_module(f"executions.vertices.{MODULES[kind_name]}")
+def needs(vertex: ast.Vertex) -> set[str]:
+    result: set[str] = KINDS[vertex.type].needs(vertex)
+    return result
 
 
-def kind(vertex: ast.Vertex) -> ModuleType:
-    return _module(vertex.type)
+def run(step: StepRun) -> Outcome:
+    outcome: Outcome = KINDS[step.vertex.type].run(step)
+    return outcome

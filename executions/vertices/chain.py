@@ -5,23 +5,24 @@ execution starts on the target's *current* version and is linked by ``chained_fr
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import cast
 
 from executions import services
-from executions.errors import ServiceError
 from executions.handlers import NonRetryable
 from executions.outcomes import Outcome, committed, succeeded
+from executions.runs import StepRun
 from executions.vertices.common import needs_of
 from workflows.dsl import ast
 from workflows.dsl.paths import render
+from workflows.errors import ServiceError
 
 
 def needs(vertex: ast.Chain) -> set[str]:
     return needs_of(vertex.input)
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Chain = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Chain, step.vertex)
     data = render(vertex.input, step.context)
     # Derived from this step, so a redelivered CHAIN finds the execution it already started.
     new_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{step.idempotency_key}:chain")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from executions.handlers import NonRetryable
 from executions.outcomes import Outcome, succeeded
+from executions.runs import StepRun
 from executions.vertices.common import needs_of
 from workflows.dsl import ast, conditions
 
@@ -26,8 +27,8 @@ def _paths(condition: Any) -> list[str]:
     return []
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Choice = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Choice, step.vertex)
     for rule in vertex.choices:
         if conditions.evaluate(rule.when, step.context):
             return succeeded(next=rule.next)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from executions.models import ExecutionStatus
 from executions.outcomes import Outcome, succeeded
+from executions.runs import StepRun
 from workflows.dsl import ast
 
 
@@ -13,7 +14,7 @@ def needs(vertex: ast.Fail) -> set[str]:
     return set()
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Fail = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Fail, step.vertex)
     error = f"{vertex.error}: {vertex.cause}" if vertex.cause else vertex.error
     return succeeded(end=ExecutionStatus.FAILED, error=f"FAIL '{vertex.id}': {error}")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
 from executions import destinations
 from executions.handlers import NonRetryable
 from executions.outcomes import Outcome, failed, succeeded
+from executions.runs import StepRun
 from executions.vertices.common import needs_of
 from workflows.dsl import ast
 from workflows.dsl.paths import render, render_placeholders
@@ -32,8 +33,8 @@ def needs(vertex: ast.Http) -> set[str]:
     return needs_of(vertex.body, strings=(vertex.path,))
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Http = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Http, step.vertex)
     if step.destination is None:
         raise NonRetryable(f"no destination named '{vertex.destination}' in this workspace")
     destination = step.destination

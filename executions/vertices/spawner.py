@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from executions import fanout
 from executions.outcomes import Outcome
+from executions.runs import StepRun
 from workflows.dsl import ast
 
 
@@ -14,5 +13,5 @@ def needs(vertex: ast.Spawner) -> set[str]:
     return set()
 
 
-def run(step: Any) -> Outcome:
+def run(step: StepRun) -> Outcome:
     return fanout.spawn(step)

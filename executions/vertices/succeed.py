@@ -3,10 +3,11 @@ or (without one) the output of the vertex that led here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from executions.models import ExecutionStatus
 from executions.outcomes import NO_OUTPUT, Outcome, succeeded
+from executions.runs import StepRun
 from executions.vertices.common import needs_of
 from workflows.dsl import ast
 from workflows.dsl.paths import render
@@ -16,8 +17,8 @@ def needs(vertex: ast.Succeed) -> set[str]:
     return needs_of(vertex.output)
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Succeed = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Succeed, step.vertex)
     if vertex.output is None:
         return succeeded(NO_OUTPUT, end=ExecutionStatus.SUCCEEDED, output_vertex=step.claimed.prev_vertex or vertex.id)
     return succeeded(render(vertex.output, step.context), end=ExecutionStatus.SUCCEEDED, output_vertex=vertex.id)

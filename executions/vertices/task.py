@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from executions.handlers import HandlerContext, NonRetryable, registry
 from executions.outcomes import NO_OUTPUT, Outcome, succeeded
+from executions.runs import StepRun
 from executions.vertices.common import needs_of
 from workflows.dsl import ast
 from workflows.dsl.paths import render
@@ -15,8 +16,8 @@ def needs(vertex: ast.Task) -> set[str]:
     return needs_of(vertex.input)
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Task = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Task, step.vertex)
     handler = registry.get(vertex.handler)
     if handler is None:
         raise NonRetryable(f"no TASK handler is registered as '{vertex.handler}' on this worker")

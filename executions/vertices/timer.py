@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from executions.handlers import NonRetryable
 from executions.outcomes import Outcome, succeeded, wait
+from executions.runs import StepRun
 from executions.vertices.common import needs_of
 from workflows.dsl import ast
 from workflows.dsl.paths import is_path_string, resolve
@@ -18,8 +19,8 @@ def needs(vertex: ast.Timer) -> set[str]:
     return needs_of(vertex.until) if vertex.until and is_path_string(vertex.until) else set()
 
 
-def run(step: Any) -> Outcome:
-    vertex: ast.Timer = step.vertex
+def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Timer, step.vertex)
     if ARMED in step.state:
         return succeeded()
     due = _due(vertex, step)

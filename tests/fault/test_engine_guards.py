@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from executions import engine, leases
+from executions import engine, leases, retry
 from executions.models import Destination, Event, Step
 from executions.worker import Drain
 from tests import helpers
@@ -43,7 +43,7 @@ def test_a_step_without_a_retry_policy_survives_a_lost_worker(workspace):
     helpers.publish(workspace, "timer", doc)
     execution = helpers.start(workspace, "timer", {})
     [first] = claim()
-    assert (first.vertex, first.max_attempts) == ("wait", engine.INTERNAL_MAX_ATTEMPTS)
+    assert (first.vertex, first.max_attempts) == ("wait", retry.INTERNAL_MAX_ATTEMPTS)
     lose_leases()
     step = helpers.step(execution, "wait")
     assert (step.status, step.attempt, step.lease_expiries) == ("READY", 2, 1)

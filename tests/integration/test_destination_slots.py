@@ -6,9 +6,9 @@ import pytest
 from django.db import connection, transaction
 
 from executions import destinations, engine, leases, outcomes
-from executions.errors import Invalid
 from executions.models import Destination, Step
 from tests import helpers
+from workflows.errors import Invalid
 
 pytestmark = pytest.mark.django_db
 

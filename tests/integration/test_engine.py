@@ -11,16 +11,17 @@ import pytest
 from django.db import connection, transaction
 
 from executions import engine, leases, services
-from executions.errors import Conflict
 from executions.models import Destination, Event, Execution, Step
+from executions.runs import StepRun
 from tests import handlers, helpers
 from tests.httpserver import serve
 from workflows.dsl.ast import Retry
+from workflows.errors import Conflict
 
 pytestmark = pytest.mark.django_db
 
 
-def claim(limit: int = 100) -> list[engine.StepRun]:
+def claim(limit: int = 100) -> list[StepRun]:
     with transaction.atomic(), connection.cursor() as cursor:
         return engine.load_runs(cursor, leases.claim(cursor, limit))
 
@@ -439,7 +440,7 @@ def test_quota_counts_top_level_starts(workspace):
     helpers.publish(small, "noop", helpers.NOOP)
     helpers.start(small, "noop", {})
     helpers.start(small, "noop", {})
-    from executions.errors import QuotaExceededError
+    from workflows.errors import QuotaExceededError
 
     with pytest.raises(QuotaExceededError, match="quota exceeded: needs 1, remaining 0"):
         helpers.start(small, "noop", {})
@@ -472,7 +473,7 @@ def test_handlers_see_attempts_and_a_stable_key(workspace):
 
 @pytest.mark.parametrize("bad", ["nul \x00 inside", {"k": "lone \ud800 surrogate"}, float("nan"), {"n": 1e400}])
 def test_inputs_postgresql_cannot_store_are_refused_before_anything_is_written(workspace, bad):
-    from executions.errors import Invalid
+    from workflows.errors import Invalid
 
     helpers.publish(workspace, "noop", helpers.NOOP)
     with pytest.raises(Invalid, match="input is not"):
@@ -491,7 +492,7 @@ def test_an_escaped_backslash_before_u0000_is_ordinary_text(workspace):
 
 @pytest.mark.parametrize("key", ["", " leading-space", "tab\tkey", "nul\x00", "é", "x" * 256])
 def test_idempotency_keys_are_printable_ascii(workspace, key):
-    from executions.errors import Invalid
+    from workflows.errors import Invalid
 
     helpers.publish(workspace, "noop", helpers.NOOP)
     with pytest.raises(Invalid, match="idempotency key"):
@@ -499,7 +500,7 @@ def test_idempotency_keys_are_printable_ascii(workspace, key):
 
 
 def test_a_malformed_execution_id_is_not_found(workspace):
-    from executions.errors import NotFound
+    from workflows.errors import NotFound
 
     for bad in ("not-a-uuid", "00000000-0000-0000-0000-00000000000g", 42):
         with pytest.raises(NotFound):

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from executions import engine, fanout, leases, payloads, selectors, services
-from executions.errors import Conflict
+from executions import engine, fanout, leases, payloads, selectors, services, versions
 from executions.models import Execution, FanOut, Step
 from tests import handlers, helpers
+from workflows.errors import Conflict
 
 pytestmark = pytest.mark.django_db
 
@@ -172,7 +172,7 @@ def test_two_spawners_racing_over_the_same_list_create_each_child_once(settings)
     with transaction.atomic(), connection.cursor() as cursor:
         [run] = engine.load_runs(cursor, leases.claim(cursor, 1))
         fanout._plan(cursor, run, run.vertex)
-    target = fanout.load_version_by_id(FanOut.objects.get(step_id=run.step_id).target_version_id)
+    target = versions.get(FanOut.objects.get(step_id=run.step_id).target_version_id)
     start_vertex = target.workflow.vertices[target.workflow.start]
     barrier = threading.Barrier(2)
     created: list[int] = []
@@ -209,7 +209,7 @@ def test_a_racing_insert_waits_on_the_key_and_ends_with_one_child(first_commits)
     with transaction.atomic(), connection.cursor() as cursor:
         [run] = engine.load_runs(cursor, leases.claim(cursor, 1))
         fanout._plan(cursor, run, run.vertex)
-    target = fanout.load_version_by_id(FanOut.objects.get(step_id=run.step_id).target_version_id)
+    target = versions.get(FanOut.objects.get(step_id=run.step_id).target_version_id)
     start_vertex = target.workflow.vertices[target.workflow.start]
     first_inserted, second_waiting, finish_first = threading.Event(), threading.Event(), threading.Event()
     results: dict[str, int] = {}

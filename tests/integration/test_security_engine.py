@@ -14,11 +14,10 @@ from django.test import Client
 from django.urls import reverse
 
 from executions import services
-from executions.errors import ServiceError
 from executions.models import Execution, Step
 from tests import helpers
 from tests.integration.test_security_helpers import last_audit, publish_system, start_system
-from workflows.access import PermissionDenied
+from workflows.errors import PermissionDenied, ServiceError
 from workflows.models import Membership, Role, WorkflowDefinition
 from workflows.services import publish_version
 

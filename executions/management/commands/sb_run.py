@@ -13,8 +13,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from executions import selectors, services
-from executions.errors import ServiceError
 from executions.models import Execution
+from workflows.errors import ServiceError
 from workflows.models import Workspace
 
 

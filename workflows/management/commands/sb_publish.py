@@ -13,10 +13,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from executions.errors import ServiceError
 from workflows import dsl
 from workflows.access import Principal
 from workflows.audit import audited
+from workflows.errors import ServiceError
 from workflows.models import Role, Workspace
 from workflows.services import publish_version
 

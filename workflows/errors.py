@@ -1,4 +1,8 @@
-"""Domain errors raised by services; the API and UI map ``status`` to a 4xx response."""
+"""The one error hierarchy of both apps (a leaf module: it imports nothing from the project).
+
+Services raise a ``ServiceError``; the API and the UI map its ``status`` to a 4xx response
+(an RFC 9457 problem, a flash message). ``PermissionDenied`` is a role check that failed
+(``Principal.require``); the API answers it with 403 too."""
 
 from __future__ import annotations
 
@@ -31,3 +35,7 @@ class Forbidden(ServiceError):
 
 class QuotaExceededError(ServiceError):
     status, code = 429, "quota-exceeded"
+
+
+class PermissionDenied(Exception):
+    """The principal's role does not allow the action (see workflows.access.Principal.require)."""

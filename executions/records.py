@@ -1,0 +1,121 @@
+"""The one INSERT of each engine table: executions and steps (payloads: payloads.put_many).
+
+Every new row of these tables is written here, so column defaults live in one place. Rows
+are inserted without a status: the database default gives the first one (PENDING, READY);
+status changes belong to state.py. Both inserts are set-based (arrays, one statement) and
+idempotent: a row that exists already — a repeated idempotency key, a child's per-item key
+(S2), a step of a redelivered result — is left alone and not returned.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from executions import kick
+
+# ON CONFLICT without a target: any unique key — the primary key, the idempotency key
+# (workspace, key) and the per-item key (parent, spawn vertex, item index) — makes a row a no-op.
+INSERT_EXECUTIONS = """
+    INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, idempotency_key,
+        request_hash, parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, chained_from_id,
+        created_by, created_at)
+    SELECT n.id, n.workspace_id, n.workflow_id, n.version_id, 1, '', n.idempotency_key, n.request_hash,
+           n.parent_id, coalesce(n.root_id, n.id), n.spawned_by_id, n.spawn_vertex, n.item_index, n.depth,
+           n.chained_from_id, n.created_by, now()
+    FROM unnest(%(ids)s::uuid[], %(workspaces)s::bigint[], %(workflows)s::bigint[], %(versions)s::bigint[],
+                %(keys)s::varchar[], %(hashes)s::varchar[], %(parents)s::uuid[], %(roots)s::uuid[],
+                %(spawned_by)s::bigint[], %(spawn_vertices)s::varchar[], %(indexes)s::int[], %(depths)s::int[],
+                %(chained_from)s::uuid[], %(created_by)s::varchar[])
+         AS n(id, workspace_id, workflow_id, version_id, idempotency_key, request_hash, parent_id, root_id,
+              spawned_by_id, spawn_vertex, item_index, depth, chained_from_id, created_by)
+    ORDER BY n.item_index
+    ON CONFLICT DO NOTHING
+    RETURNING id, item_index
+"""
+
+# A step's destination is resolved by name in its execution's workspace (NULL: none).
+INSERT_STEPS = """
+    INSERT INTO executions_step (execution_id, vertex, prev_vertex, attempt, max_attempts, due_at, wait_reason,
+                                 destination_id, lease_expiries, state, error, created_at)
+    SELECT n.execution_id, n.vertex, n.prev_vertex, 1, n.max_attempts, now(), '', d.id, 0, '{}'::jsonb, '', now()
+    FROM unnest(%(executions)s::uuid[], %(vertices)s::varchar[], %(prevs)s::varchar[], %(max_attempts)s::int[],
+                %(workspaces)s::bigint[], %(destinations)s::varchar[])
+         AS n(execution_id, vertex, prev_vertex, max_attempts, workspace_id, destination)
+    LEFT JOIN executions_destination d ON d.workspace_id = n.workspace_id AND d.name = n.destination
+    ON CONFLICT (execution_id, vertex) DO NOTHING
+"""
+
+
+@dataclass(frozen=True)
+class NewExecution:
+    """An execution to insert. ``root_id`` None: it is its own root (a top-level start)."""
+
+    workspace_id: int
+    workflow_id: int
+    version_id: int
+    id: uuid.UUID | None = None  # None: generated
+    idempotency_key: str | None = None
+    request_hash: str = ""
+    parent_id: uuid.UUID | None = None
+    root_id: uuid.UUID | None = None
+    spawned_by_id: int | None = None
+    spawn_vertex: str | None = None
+    item_index: int | None = None
+    depth: int = 0
+    chained_from_id: uuid.UUID | None = None
+    created_by: str = ""
+
+
+@dataclass(frozen=True)
+class NewStep:
+    execution_id: uuid.UUID
+    workspace_id: int
+    vertex: str
+    max_attempts: int
+    prev_vertex: str | None = None
+    destination: str | None = None  # a destination name in the execution's workspace
+
+
+def insert_executions(cursor: Any, rows: Sequence[NewExecution]) -> list[tuple[uuid.UUID, int | None]]:
+    """Insert executions; returns ``(id, item_index)`` of the rows inserted (not of conflicts)."""
+    if not rows:
+        return []
+    ids = [row.id or uuid.uuid4() for row in rows]
+    cursor.execute(INSERT_EXECUTIONS, {
+        "ids": ids,
+        "workspaces": [row.workspace_id for row in rows],
+        "workflows": [row.workflow_id for row in rows],
+        "versions": [row.version_id for row in rows],
+        "keys": [row.idempotency_key for row in rows],
+        "hashes": [row.request_hash for row in rows],
+        "parents": [row.parent_id for row in rows],
+        "roots": [row.root_id for row in rows],
+        "spawned_by": [row.spawned_by_id for row in rows],
+        "spawn_vertices": [row.spawn_vertex for row in rows],
+        "indexes": [row.item_index for row in rows],
+        "depths": [row.depth for row in rows],
+        "chained_from": [row.chained_from_id for row in rows],
+        "created_by": [row.created_by for row in rows],
+    })
+    return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def insert_steps(cursor: Any, rows: Sequence[NewStep]) -> int:
+    """Insert READY steps, due now, and wake a drain if any is new; returns how many were inserted."""
+    if not rows:
+        return 0
+    cursor.execute(INSERT_STEPS, {
+        "executions": [row.execution_id for row in rows],
+        "vertices": [row.vertex for row in rows],
+        "prevs": [row.prev_vertex for row in rows],
+        "max_attempts": [row.max_attempts for row in rows],
+        "workspaces": [row.workspace_id for row in rows],
+        "destinations": [row.destination for row in rows],
+    })
+    inserted: int = cursor.rowcount
+    if inserted:
+        kick.work_created(cursor)
+    return inserted

@@ -1,0 +1,59 @@
+"""Project rule (issue 13, STYLE.md): "who writes this table" has one answer.
+
+Every raw SQL write (INSERT INTO / UPDATE / DELETE FROM) of a table lives in the module
+that owns the table's aggregate; any other module calls that module. Status changes of
+executions and steps (state.py's guarded statement, whose table is a parameter) are
+checked by test_status_writes.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("executions", "workflows", "schemabridge_site")
+
+# table -> the modules that may write it, and why.
+OWNERS: dict[str, set[str]] = {
+    "executions_execution": {"executions/records.py"},  # inserts; status: state.py
+    "executions_step": {"executions/records.py",  # inserts; status: state.py
+                        "executions/leases.py"},  # lease renewal (the fence)
+    "executions_event": {"executions/state.py"},  # appended with each transition, and notes
+    "executions_fanout": {"executions/fanout.py",  # plan and spawn cursor
+                          "executions/state.py"},  # child counters, moved with each child's transition
+    "executions_payload": {"executions/payloads.py"},
+    "executions_quotausage": {"executions/quotas.py"},
+    "executions_drainkick": {"executions/kick.py"},
+    "executions_destination": {"executions/leases.py"},  # the rate-limit token bucket, spent by claims
+    "executions_destinationcall": {"executions/destinations.py"},
+    "workflows_workflowdefinition": {"workflows/services.py"},
+    "workflows_workflowversion": {"workflows/services.py"},
+    "workflows_claimnonce": {"workflows/claims.py"},
+}
+
+WRITE = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+((?:executions|workflows)_[a-z_]+)", re.IGNORECASE)
+
+
+def writes(source: str) -> set[str]:
+    return {match.group(1).lower() for match in WRITE.finditer(source)}
+
+
+def test_the_checker_sees_each_kind_of_write() -> None:
+    assert writes("INSERT INTO executions_payload (a) VALUES (1)") == {"executions_payload"}
+    assert writes("UPDATE executions_fanout f SET x = 1") == {"executions_fanout"}
+    assert writes("delete from workflows_claimnonce where 1") == {"workflows_claimnonce"}
+    assert writes("SELECT * FROM executions_step") == set()
+
+
+def test_every_table_is_written_by_its_owner_only() -> None:
+    offenders = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            module = str(path.relative_to(ROOT))
+            for table in writes(path.read_text()):
+                if module not in OWNERS.get(table, set()):
+                    offenders.append(f"{module} writes {table}")
+    assert not offenders, "\n".join(offenders)
