@@ -156,7 +156,8 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
     for run, outcome in results:
         key = outcome.kind
         if key == "failed":
-            key = "retry" if outcome.retryable and run.attempt < retry.max_attempts(run.vertex) else "failed"
+            # The step's own budget: an operator retry gives it a new round (S16).
+            key = "retry" if outcome.retryable and run.attempt < run.claimed.max_attempts else "failed"
         groups.setdefault(key, []).append((run, outcome))
     moved = _apply(cursor, groups)
     # A step back to waiting (a retry backoff, a timer, a merge) means its execution has started.
@@ -179,7 +180,7 @@ def _apply(cursor: Any, groups: dict[str, list[tuple[StepRun, Outcome]]]) -> set
     if again := groups.get("retry"):
         moved |= state.retry_steps_later(
             cursor, [r.step_id for r, _ in again], errors=[o.error for _, o in again],
-            delays=[retry.delay(r.vertex, r.attempt) for r, _ in again],
+            delays=[retry.delay(r.vertex, r.attempt, r.claimed.max_attempts) for r, _ in again],
             messages=[f"attempt {r.attempt} failed: {o.error}" for r, o in again])
     if failed_ := groups.get("failed"):
         moved |= state.fail_steps(cursor, [r.step_id for r, _ in failed_], errors=[o.error for _, o in failed_])

@@ -21,8 +21,17 @@ def max_attempts(vertex: ast.Vertex) -> int:
     return vertex.retry.max_attempts if isinstance(vertex, ast.WorkVertex) else INTERNAL_MAX_ATTEMPTS
 
 
-def delay(vertex: ast.Vertex, attempt: int) -> float:
-    """Seconds to wait after ``attempt`` failed, with jitter (0 for vertices without a policy)."""
+def round_attempt(vertex: ast.Vertex, attempt: int, step_max_attempts: int) -> int:
+    """Which attempt of its current round ``attempt`` is. A step's rounds: its first, then one
+    per operator retry, each granting ``max_attempts(vertex)`` attempts (so the step's
+    ``max_attempts`` is where the current round ends)."""
+    return max(1, attempt - (step_max_attempts - max_attempts(vertex)))
+
+
+def delay(vertex: ast.Vertex, attempt: int, step_max_attempts: int) -> float:
+    """Seconds to wait after ``attempt`` failed: the policy's backoff counted from the start
+    of the current round, capped by ``maxBackoffSeconds``, with jitter (0 without a policy)."""
     if not isinstance(vertex, ast.WorkVertex):
         return 0.0
-    return vertex.retry.delay(attempt, random.random())  # noqa: S311 - jitter, not security
+    in_round = round_attempt(vertex, attempt, step_max_attempts)
+    return vertex.retry.delay(in_round, random.random())  # noqa: S311 - jitter, not security

@@ -4,11 +4,15 @@ with them explicit; ``to_dict`` gives the canonical (camelCase, all fields) form
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 TERMINAL_FAILURE_STATUSES = ("CANCELLED", "FAILED")
 DEFAULT_TIMEOUT_SECONDS = 300.0
+
+
+DEFAULT_MAX_BACKOFF_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -17,19 +21,35 @@ class Retry:
     backoff_seconds: float = 1.0
     backoff_multiplier: float = 2.0
     jitter: float = 0.0
+    max_backoff_seconds: float = DEFAULT_MAX_BACKOFF_SECONDS
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        canonical: dict[str, Any] = {
             "maxAttempts": self.max_attempts,
             "backoffSeconds": self.backoff_seconds,
             "backoffMultiplier": self.backoff_multiplier,
             "jitter": self.jitter,
         }
+        # Added after versions were published: present only when not the default, so every
+        # existing document keeps its hash (tests/fixtures/dsl_hashes.json).
+        if self.max_backoff_seconds != DEFAULT_MAX_BACKOFF_SECONDS:
+            canonical["maxBackoffSeconds"] = self.max_backoff_seconds
+        return canonical
 
     def delay(self, attempt: int, random_unit: float = 0.5) -> float:
-        """Seconds to wait before attempt ``attempt + 1`` (``random_unit`` in [0, 1))."""
-        base = self.backoff_seconds * self.backoff_multiplier ** max(attempt - 1, 0)
-        return max(0.0, base * (1 + self.jitter * (2 * random_unit - 1)))
+        """Seconds to wait before attempt ``attempt + 1`` of a round (``random_unit`` in
+        [0, 1)): ``backoffSeconds × backoffMultiplier^(attempt − 1)`` with jitter, never more
+        than ``maxBackoffSeconds``. Computed in logarithms, so no exponent overflows."""
+        cap = self.max_backoff_seconds
+        exponent = max(attempt - 1, 0)
+        if self.backoff_seconds <= 0:
+            return 0.0
+        if self.backoff_multiplier > 1 and (
+                exponent * math.log(self.backoff_multiplier) > math.log(cap / self.backoff_seconds) + 1):
+            base = cap * 2  # beyond the cap even at the lowest jitter: the cap applies
+        else:
+            base = self.backoff_seconds * self.backoff_multiplier ** exponent
+        return min(cap, max(0.0, base * (1 + self.jitter * (2 * random_unit - 1))))
 
 
 @dataclass(frozen=True)

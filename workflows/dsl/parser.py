@@ -27,6 +27,7 @@ DESTINATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 VERSION_HASH = re.compile(r"[0-9a-f]{64}")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MAX_ATTEMPTS_LIMIT = 100
+MAX_BACKOFF_LIMIT = 30 * 86400  # a retry wait of more than 30 days is a mistake
 SAFE_NUMBER = 2**53 - 1  # I-JSON (RFC 7493): beyond this, integers are not exact in JSON
 
 COMMON = {"type", "next"}
@@ -225,9 +226,10 @@ def _retry(reader: _Reader, raw: Any, where: str) -> ast.Retry:
     if raw is None:
         return ast.Retry()
     if not isinstance(raw, dict):
-        reader.report(where, "must be an object with maxAttempts, backoffSeconds, backoffMultiplier, jitter")
+        reader.report(where, "must be an object with maxAttempts, backoffSeconds, backoffMultiplier, jitter, "
+                             "maxBackoffSeconds")
         return ast.Retry()
-    known = ("maxAttempts", "backoffSeconds", "backoffMultiplier", "jitter")
+    known = ("maxAttempts", "backoffSeconds", "backoffMultiplier", "jitter", "maxBackoffSeconds")
     for key in raw:
         if key not in known:
             reader.report(f"{where}{json_key(str(key))}", f"unknown field '{key}' in retry")
@@ -239,6 +241,8 @@ def _retry(reader: _Reader, raw: Any, where: str) -> ast.Retry:
         backoff_multiplier=reader.number(raw, "backoffMultiplier", where, default.backoff_multiplier,
                                          low=1, high=10) or 1.0,
         jitter=reader.number(raw, "jitter", where, default.jitter, low=0, high=1) or 0.0,
+        max_backoff_seconds=reader.number(raw, "maxBackoffSeconds", where, default.max_backoff_seconds,
+                                          low=0, high=MAX_BACKOFF_LIMIT) or 0.0,
     )
 
 
