@@ -22,14 +22,14 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection
 
-from executions import payloads, quotas, records, retry, versions
+from executions import payloads, quotas, records, retry, state, versions
 from executions.handlers import NonRetryable
 from executions.merge_rule import VERDICTS, allowed_failures, explain
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
 from executions.runs import StepRun
 from workflows import sudo
 from workflows.dsl import ast
-from workflows.dsl.paths import Path, parse_path, render, resolve
+from workflows.dsl.paths import Path, PathNotFound, parse_path, render, resolve
 
 ITEMS_INFO = """
     SELECT jsonb_typeof(p.data #> %(path)s) AS kind,
@@ -239,27 +239,32 @@ def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any,
 def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versions.LoadedVersion,
                   start: ast.Vertex, lo: int, hi: int) -> int:
     """Create the children of items [lo, hi) that have none yet: the executions on their
-    per-item key (S2), then the inputs and first steps of the ones just created."""
+    per-item key (S2), then the inputs and first steps of the ones just created. An item
+    whose input cannot be rendered becomes a FAILED child with the reason (S17)."""
     source, path = items_source(vertex.items)
+    bad: dict[int, str] = {}
     if vertex.item_input == "$.item":
         cursor.execute(BATCH_ITEMS, {"path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi})
-        inputs = dict(cursor.fetchall())
+        inputs: dict[int, str] = dict(cursor.fetchall())
     else:
-        inputs = _render_batch(cursor, step, vertex, source, path, lo, hi)
+        inputs, bad = _render_batch(cursor, step, vertex, source, path, lo, hi)
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
                              root_id=parent.root_id or parent.id, spawned_by_id=step.step_id,
                              spawn_vertex=vertex.id, item_index=index, depth=parent.depth + 1)
-        for index in sorted(inputs)
+        for index in sorted([*inputs, *bad])
     ])
-    payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in created
-                               if inputs[cast(int, index)] is not None])
+    good = [(child, cast(int, index)) for child, index in created if index in inputs]
+    payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in good])
     records.insert_steps(cursor, [
         records.NewStep(child, parent.workspace_id, start.id, retry.max_attempts(start),
                         destination=getattr(start, "destination_name", None))
-        for child, _ in created
+        for child, _ in good
     ])
+    failing = [(child, bad[cast(int, index)]) for child, index in created if index in bad]
+    state.fail_executions(cursor, [child for child, _ in failing], errors=[error for _, error in failing],
+                          started=[None] * len(failing))
     return len(created)
 
 
@@ -267,8 +272,10 @@ _parsed = functools.lru_cache(maxsize=1024)(parse_path)
 
 
 def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
-                  lo: int, hi: int) -> dict[int, str]:
-    """Each item's child input (JSON text), rendered from the itemInput template."""
+                  lo: int, hi: int) -> tuple[dict[int, str], dict[int, str]]:
+    """Each item's child input (JSON text), rendered from the itemInput template, and the
+    items that could not be rendered, with the reason. A context value (outside the item)
+    that is missing is the spawner's error, not an item's: it raises NonRetryable."""
     cursor.execute(BATCH_VALUES, {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source})
     batch = [(index, payloads.decode(item)) for index, item in cursor.fetchall()]
     resolved: dict[str, Any] = {}
@@ -285,7 +292,8 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
             resolved[text] = payloads.decode(row[0])
         return resolved[text]
 
-    inputs = {}
+    inputs: dict[int, str] = {}
+    bad: dict[int, str] = {}
     for index, item in batch:
         local = {"item": item, "index": index}
 
@@ -293,8 +301,11 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
             path = _parsed(text)  # parsed once per batch, not once per item
             return resolve(path, local) if path.root in local else context_value(text)
 
-        inputs[index] = payloads.encode(render(vertex.item_input, {}, lookup))
-    return inputs
+        try:
+            inputs[index] = payloads.encode(render(vertex.item_input, {}, lookup))
+        except (PathNotFound, payloads.PayloadError) as error:
+            bad[index] = f"input could not be made from its item (item {index}): {error}"
+    return inputs, bad
 
 
 # --- merging ----------------------------------------------------------------------------------

@@ -234,6 +234,9 @@ def retry_execution(execution: Execution, *, actor: str = "", system_actor: sudo
     execution = Execution.objects.select_related("parent").get(pk=execution.pk)
     _check_retryable(execution)
     step = Step.objects.filter(execution=execution, status=S.FAILED).order_by("-finished_at", "-id").first()
+    if step is None and not Step.objects.filter(execution=execution).exists():
+        raise Conflict(f"its input could not be made from its item, so it never ran ({execution.error}); "
+                       "retrying would fail again: fix the list and start the fan-out again")
     if step is None:
         raise Conflict("this execution failed on a FAIL vertex by design; retrying would fail again")
     return _retry_steps(execution, [step], actor)[0]
