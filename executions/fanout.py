@@ -22,7 +22,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection
 
-from executions import payloads, quotas, records, retry, state, versions
+from executions import cancel, payloads, quotas, records, retry, state, versions
 from executions.handlers import NonRetryable
 from executions.merge_rule import VERDICTS, allowed_failures, explain
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
@@ -140,10 +140,16 @@ def spawn(step: StepRun) -> Outcome:
             return deferral
         hi = min(cursor_at + batch_size, fan["total"])
         with step.transaction() as tx:
+            fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
+            if fan["fail_fast"] and fan["exceeded"]:
+                break  # S18: the merge has failed already; children not yet created never will be
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
         created += inserted
         cursor_at = hi
+    if cursor_at < fan["total"]:
+        return succeeded({"children": cursor_at, "created": created, "relinked": cursor_at - walked_from - created,
+                          "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"})
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
 
@@ -310,8 +316,22 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
 
 # --- merging ----------------------------------------------------------------------------------
 
+def _stop_children_on_failfast(step: StepRun, vertex: ast.Merge) -> None:
+    """A failFast merge that has failed cancels the children still running (S18) before it
+    fails — outside its fenced transaction, since a child's rows lock before the fan-out's
+    (state.py). A merge re-run after a crash here simply sweeps again."""
+    with connection.cursor() as cursor:
+        cursor.execute(SPAWNER_STEP, {"execution": step.execution.id, "spawner": vertex.spawner})
+        spawner_row = cursor.fetchone()
+        fan = _fanout_row(cursor, spawner_row[0]) if spawner_row else None
+    if fan and fan["fail_fast"] and fan["exceeded"] and not fan["finished"]:
+        cancel.cancel_descendants(step.execution.id, spawner=vertex.spawner,
+                                  message=f"cancelled: failFast merge '{vertex.id}' failed")
+
+
 def merge(step: StepRun) -> Outcome:
     vertex = cast(ast.Merge, step.vertex)
+    _stop_children_on_failfast(step, vertex)
     lock = (LOCK_FANOUT, {"execution": step.execution.id, "spawner": vertex.spawner})
     with step.transaction(prelock=lock) as tx:
         cursor = tx.cursor

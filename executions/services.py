@@ -21,7 +21,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from executions import kick, payloads, quotas, records, retry, state, versions
+from executions import cancel, kick, payloads, quotas, records, retry, state, versions
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
@@ -161,33 +161,34 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
 
 # --- cancel -------------------------------------------------------------------------------------
 
-DESCENDANTS = """
-    WITH RECURSIVE d AS (
-        SELECT id FROM executions_execution WHERE parent_id = %(root)s
-        UNION ALL
-        SELECT e.id FROM executions_execution e JOIN d ON e.parent_id = d.id
-    )
-    SELECT id FROM d
-"""
-
 def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sudo.VerifiedActor | None = None) -> int:
-    """Cancel an execution and every non-terminal descendant (chained executions are
-    independent and keep running). Returns how many executions were cancelled."""
+    """Cancel an execution and every unfinished descendant at any depth (chained executions
+    are independent and keep running); returns how many executions were cancelled. When it
+    returns, nothing under the execution is left to run (S18, executions/cancel.py)."""
     _guard(execution, system_actor, "cancelling executions of")
+    message = f"cancelled by {actor}" if actor else "cancelled"
+    cancel.retrying(lambda: _seal(execution.pk, message))
+    return 1 + cancel.cancel_descendants(execution.pk, message=message)
+
+
+def _seal(execution_id: uuid.UUID, message: str) -> None:
+    """Phase 1 of a cancel: the execution's unfinished steps (its spawners included), then it."""
     with transaction.atomic(), connection.cursor() as cursor:
-        current = Execution.objects.get(pk=execution.pk)
+        current = Execution.objects.get(pk=execution_id)
         if current.is_terminal:
             raise Conflict(f"execution is already {current.status}")
-        cursor.execute(DESCENDANTS, {"root": execution.pk})
-        descendants = [row[0] for row in cursor.fetchall()]
-        message = f"cancelled by {actor}" if actor else "cancelled"
-        # Children before parents (the lock order): their steps, then them, then ours.
-        state.cancel_open_steps(cursor, descendants, message=f"{message} (cascade)")
-        cancelled = state.cancel_executions(cursor, descendants, message=f"{message} (cascade from {execution.pk})")
-        state.cancel_open_steps(cursor, [execution.pk], message=message)
-        if not state.cancel_executions(cursor, [execution.pk], message=message):
+        state.cancel_open_steps(cursor, [execution_id], message=message)
+        if not state.cancel_executions(cursor, [execution_id], message=message):
             raise Conflict("execution finished while it was being cancelled")
-        return cancelled + 1
+
+
+def cancel_open_children(execution: Execution, *, actor: str = "",
+                         system_actor: sudo.VerifiedActor | None = None) -> int:
+    """Cancel the unfinished children (and everything under them) of any execution, also one
+    that has finished; returns how many executions were cancelled (0: none was open)."""
+    _guard(execution, system_actor, "cancelling executions of")
+    message = f"cancelled by {actor} (cancel open children)" if actor else "cancelled (cancel open children)"
+    return cancel.cancel_descendants(execution.pk, message=message)
 
 
 # --- retry --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
@@ -83,14 +84,19 @@ class StepPool:
         return future
 
     def _work(self) -> None:
-        while (item := self.queue.get()) is not None:
-            future, fn, args = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as error:
-                future.set_exception(error)
+        try:
+            while (item := self.queue.get()) is not None:
+                future, fn, args = item
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as error:
+                    future.set_exception(error)
+        finally:
+            # A step thread's database connection is its own (Django's are per thread):
+            # close it with the thread, or every drain would leave its pool's sessions open.
+            db.connections.close_all()
 
     def shutdown(self, wait: bool = False, *, cancel_futures: bool = True) -> None:
         while cancel_futures:
