@@ -1,13 +1,10 @@
-"""TASK handlers: plain Python functions registered by name.
+"""The public import for TASK handler authors::
 
-A handler receives the rendered ``input`` of its TASK vertex and a ``HandlerContext``, and
-returns a JSON-serialisable output. Raising ``NonRetryable`` fails the step at once; any
-other exception is retried according to the vertex's ``retry`` policy. Handlers run
-at least once per step: forward ``context.idempotency_key`` to anything with side effects.
+    from executions.handlers import handler, NonRetryable, HandlerContext
 
-    @handler("billing.charge")
-    def charge(data, context):
-        return api.post("/charges", json=data, headers={"Idempotency-Key": context.idempotency_key})
+The registry itself lives in the leaf module ``workflows.handlers`` (see its docstring for
+the handler contract), so publish-time validation and the TASK vertex share it without an
+import cycle. This module also holds the demo handlers.
 """
 
 from __future__ import annotations
@@ -17,37 +14,11 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from workflows.handlers import Handler, HandlerContext, NonRetryable, handler, registry
 
-class NonRetryable(Exception):
-    """Raise from a handler (or vertex) to fail the step without further attempts."""
-
-
-@dataclass(frozen=True)
-class HandlerContext:
-    execution_id: str
-    vertex: str
-    attempt: int
-    idempotency_key: str
-
-
-Handler = Callable[[Any, HandlerContext], Any]
-registry: dict[str, Handler] = {}
-
-
-def handler(name: str) -> Callable[[Handler], Handler]:
-    """Register ``func`` as the TASK handler called ``name``."""
-
-    def register(func: Handler) -> Handler:
-        if name in registry and registry[name] is not func:
-            raise ValueError(f"a TASK handler named {name!r} is already registered")
-        registry[name] = func
-        return func
-
-    return register
+__all__ = ["Handler", "HandlerContext", "NonRetryable", "handler", "registry"]
 
 
 # --- demo handlers -------------------------------------------------------------------------
