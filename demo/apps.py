@@ -18,7 +18,6 @@ class DemoConfig(AppConfig):
 
     name = "demo"
     verbose_name = "Demo and fault injection (SB_DEMO=1)"
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         from demo import handlers  # noqa: F401 - registers the demo.* TASK handlers
