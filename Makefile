@@ -29,24 +29,27 @@ system-deps:
 	fi
 
 # The main job: embedded PostgreSQL, migrations, an admin login, demo workflows, the web
-# app and a qcluster, all in the foreground (Ctrl-C stops them).
+# app and a qcluster, all in the foreground (Ctrl-C stops them). SB_DEMO=1 loads the demo
+# (handlers, ledger, workflows); production settings never do.
 run: install
-	DEBUG=1 $(BIN)/python manage.py sb_up
+	SB_DEMO=1 DEBUG=1 $(BIN)/python manage.py sb_up
 
 # The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
+# The test settings turn SB_DEMO on too, so a plain `pytest` is the same run.
 test: install system-deps
-	$(BIN)/python -m pytest
+	SB_DEMO=1 $(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	SB_DEMO=1 $(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/mypy .
 
 bench: install
-	$(BIN)/python manage.py bench fanout --items 10000 --workers 2
+	SB_DEMO=1 $(BIN)/python manage.py bench fanout --items 10000 --workers 2
 
 chaos: install
-	$(BIN)/python manage.py chaos all --items 5000
+	SB_DEMO=1 $(BIN)/python manage.py chaos all --items 5000
 
 stop-db: install
 	$(BIN)/python manage.py sb_db stop

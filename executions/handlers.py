@@ -1,97 +1,16 @@
-"""TASK handlers: plain Python functions registered by name.
+"""The public import for TASK handler authors::
 
-A handler receives the rendered ``input`` of its TASK vertex and a ``HandlerContext``, and
-returns a JSON-serialisable output. Raising ``NonRetryable`` fails the step at once; any
-other exception is retried according to the vertex's ``retry`` policy. Handlers run
-at least once per step: forward ``context.idempotency_key`` to anything with side effects.
+    from executions.handlers import handler, NonRetryable, HandlerContext
 
     @handler("billing.charge")
     def charge(data, context):
         return api.post("/charges", json=data, headers={"Idempotency-Key": context.idempotency_key})
+
+The registry itself lives in the leaf module ``workflows.handlers`` (see its docstring for
+the handler contract). The demo handlers (``demo.*``) live in the ``demo`` app, installed
+only with ``SB_DEMO=1``.
 """
 
-from __future__ import annotations
+from workflows.handlers import Handler, HandlerContext, NonRetryable, handler, registry
 
-import multiprocessing
-import os
-import signal
-import socket
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-
-class NonRetryable(Exception):
-    """Raise from a handler (or vertex) to fail the step without further attempts."""
-
-
-@dataclass(frozen=True)
-class HandlerContext:
-    execution_id: str
-    vertex: str
-    attempt: int
-    idempotency_key: str
-
-
-Handler = Callable[[Any, HandlerContext], Any]
-registry: dict[str, Handler] = {}
-
-
-def handler(name: str) -> Callable[[Handler], Handler]:
-    """Register ``func`` as the TASK handler called ``name``."""
-
-    def register(func: Handler) -> Handler:
-        if name in registry and registry[name] is not func:
-            raise ValueError(f"a TASK handler named {name!r} is already registered")
-        registry[name] = func
-        return func
-
-    return register
-
-
-# --- demo handlers -------------------------------------------------------------------------
-
-@handler("demo.echo")
-def echo(data: Any, context: HandlerContext) -> Any:
-    """Returns its input."""
-    return data
-
-
-@handler("demo.noop")
-def noop(data: Any, context: HandlerContext) -> None:
-    """Does nothing and returns nothing (the cheapest possible child, for benchmarks)."""
-    return None
-
-
-@handler("demo.fail_if")
-def fail_if(data: Any, context: HandlerContext) -> Any:
-    """Fails (retryably) when the input has ``"fail": true``; otherwise echoes it."""
-    if isinstance(data, dict) and data.get("fail") is True:
-        raise RuntimeError(str(data.get("message") or "failed on purpose (input has fail=true)"))
-    return data
-
-
-@handler("demo.sleep")
-def sleep(data: Any, context: HandlerContext) -> Any:
-    """Works for ``seconds`` (default 1) and then echoes its input."""
-    seconds = float(data.get("seconds", 1)) if isinstance(data, dict) else 1.0
-    time.sleep(max(0.0, min(seconds, 3600.0)))
-    return data
-
-
-@handler("demo.crash_if")
-def crash_if(data: Any, context: HandlerContext) -> Any:
-    """A fault-injection handler. With ``"crash": true`` in its input it SIGKILLs the worker
-    process running it — on every attempt, so the step is a poison pill that the reaper fails
-    after its ``maxAttempts``. Otherwise it works for ``seconds`` (default 0) and returns the
-    attempt and the worker (``host:pid``) that ran it, which makes re-runs visible."""
-    if isinstance(data, dict) and data.get("crash") is True:
-        if multiprocessing.current_process().name == "MainProcess":
-            # Only a worker subprocess may die: never a web server, a command or a test runner.
-            raise NonRetryable("demo.crash_if kills only worker subprocesses (this is a main process)")
-        os.kill(os.getpid(), signal.SIGKILL)
-    seconds = float(data.get("seconds", 0)) if isinstance(data, dict) else 0.0
-    if seconds > 0:
-        time.sleep(min(seconds, 3600.0))
-    return {"attempt": context.attempt, "worker": f"{socket.gethostname()}:{os.getpid()}"}
+__all__ = ["Handler", "HandlerContext", "NonRetryable", "handler", "registry"]

@@ -333,27 +333,3 @@ class DestinationCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.destination_id} {self.status_code} {self.latency_ms:.0f} ms"
-
-
-# --- the built-in demo ledger (make run) ---------------------------------------------------------
-
-class DemoLedgerEntry(models.Model):
-    """An entry written to the demo ledger destination; the Idempotency-Key makes a
-    re-delivered write a no-op, as a real destination should."""
-
-    idempotency_key = models.CharField(max_length=255, unique=True)
-    entry = models.JSONField()
-    created_at = models.DateTimeField(db_default=Now())
-
-    def __str__(self) -> str:
-        return self.idempotency_key
-
-
-class DemoSwitch(models.Model):
-    """Operator switches of the demo (e.g. whether the demo ledger is healthy)."""
-
-    name = models.CharField(max_length=64, primary_key=True)
-    on = models.BooleanField(default=False)
-
-    def __str__(self) -> str:
-        return f"{self.name}={'on' if self.on else 'off'}"

@@ -5,6 +5,10 @@ SECRET_KEY    required unless DEBUG is on.
 DEBUG         "1"/"true" to enable debug mode (off by default).
 ALLOWED_HOSTS comma-separated host names (default: localhost names).
 REDIS_URL     use Redis as django-q2's broker instead of the database.
+SB_DEMO       "1" installs the demo and fault injection (the ``demo`` app: demo.* handlers,
+              the demo ledger at /demo/) and the benchmarks (the ``bench`` app: ``bench``,
+              ``bench_ui``, ``chaos``). ``make run``, the tests, ``make bench`` and
+              ``make chaos`` set it; a production deployment never does.
 """
 
 from __future__ import annotations
@@ -83,6 +87,12 @@ INSTALLED_APPS = [
     "workflows",
     "executions",
 ]
+
+# Demo, fault injection and benchmarks are attack surface (a handler that SIGKILLs its worker,
+# an anonymous write endpoint): loaded only when asked for.
+DEMO = env_bool("SB_DEMO")
+if DEMO:
+    INSTALLED_APPS += ["demo", "bench"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -260,11 +270,10 @@ SB: dict[str, Any] = {
     ],
 }
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"not_demo_ledger": {"()": "schemabridge_site.logfilters.NotDemoLedger"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -273,8 +282,12 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         # django-q2 logs every task at INFO; a drain is a task, so that is noise by default.
         "django-q": {"level": os.environ.get("SB_Q_LOG_LEVEL", "WARNING")},
-        # The demo ledger refuses some entries with 503 on purpose; that is not a server error.
-        "django.request": {"level": "ERROR", "filters": ["not_demo_ledger"]},
-        "django.server": {"level": "INFO", "filters": ["not_demo_ledger"]},
+        "django.request": {"level": "ERROR"},
+        "django.server": {"level": "INFO"},
     },
 }
+if DEMO:
+    # The demo ledger refuses some entries with 503 on purpose; that is not a server error.
+    LOGGING["filters"] = {"not_demo_ledger": {"()": "demo.logfilters.NotDemoLedger"}}
+    for name in ("django.request", "django.server"):
+        LOGGING["loggers"][name]["filters"] = ["not_demo_ledger"]

@@ -1,8 +1,12 @@
-"""Settings for the test suite: the real settings with a throwaway secret key."""
+"""Settings for the test suite: the real settings with a throwaway secret key and the demo
+(``SB_DEMO=1``) installed."""
 
 import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-never-used-in-production")
+# The suite uses the demo handlers and ledger; set in the environment (not only here) so the
+# qcluster subprocesses of end-to-end tests load them too.
+os.environ.setdefault("SB_DEMO", "1")
 
 from schemabridge_site.settings import *  # noqa: F403
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from demo.models import DemoSwitch
 from executions.handlers import HandlerContext, NonRetryable, handler
-from executions.models import DemoSwitch
 
 FLAKY_SWITCH = "test-flaky-failing"
 calls: list[tuple[str, str, int]] = []

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from workflows import dsl, sudo
+from workflows.handlers import registry
 from workflows.models import Plan, WorkflowDefinition, WorkflowVersion, Workspace
 
 _INSERT_DEFINITION = """
@@ -42,8 +43,6 @@ def validate(doc: Any) -> dsl.Workflow:
     """Parse a document and check what only the running system knows (registered TASK
     handlers); raises DslError with every problem and its path."""
     workflow = dsl.parse(doc)
-    from executions.handlers import registry
-
     errors = [
         (f"$.vertices.{vertex.id}.handler", f"no TASK handler is registered as '{vertex.handler}'")
         for vertex in workflow.vertices.values()

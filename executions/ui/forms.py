@@ -118,11 +118,6 @@ class DestinationForm(forms.Form):
     concurrency_limit = LimitField(label="Concurrency limit")
 
 
-class SwitchForm(forms.Form):
-    on = forms.TypedChoiceField(choices=[("1", "on"), ("0", "off")], coerce=lambda v: v == "1",
-                                error_messages=_choice_error("a switch position", ["1", "0"]))
-
-
 def describe(form: forms.Form) -> str:
     """Every error of a form in one line: ``status: 'X' is not a status; …``."""
     parts: list[str] = []

@@ -8,21 +8,17 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import demo
 from executions import destinations as destination_services
-from executions.demo import LEDGER_HEALTHY
+from executions import extensions
 from executions.models import Destination
 from executions.ui import access, forms, present, queries
 from executions.ui.access import UiRequest, workspace_view
-from executions.ui.responses import POLL_SECONDS, done
+from executions.ui.responses import POLL_SECONDS
 from workflows.audit import audited
 from workflows.errors import Invalid, NotFound
 from workflows.models import Role
-
-DEMO_DESTINATION = "demo-ledger"
 
 
 def _entries(rows: list[Destination]) -> list[dict[str, Any]]:
@@ -45,7 +41,7 @@ def _count_cells(live: dict[str, Any]) -> dict[str, str]:
 
 def _row_context(request: UiRequest, destination: Destination, **extra: Any) -> dict[str, Any]:
     return {"d": destination, "c": _entries([destination])[0]["c"], "can_operate": access.can_operate(request),
-            "is_demo": destination.name == DEMO_DESTINATION, **extra}
+            **extra}
 
 
 def _destination(request: UiRequest, destination_id: int) -> Destination:
@@ -62,14 +58,13 @@ def page(request: UiRequest) -> HttpResponse:
     return render(request, "ui/rate_limits.html", {
         "entries": _entries(rows), "form": forms.DestinationForm(),
         "can_operate": access.can_operate(request), "poll_seconds": POLL_SECONDS,
-        "demo": _demo_context(rows),
+        "panels": _panels(request, rows),
     })
 
 
-def _demo_context(rows: list[Destination]) -> dict[str, Any] | None:
-    if not any(d.name == DEMO_DESTINATION for d in rows):
-        return None
-    return {"healthy": demo.ledger_healthy()}
+def _panels(request: UiRequest, rows: list[Destination]) -> list[str]:
+    """Panels that optional apps add above the table (the demo app: its ledger switch)."""
+    return [html for app in extensions.rate_limits_panels() if (html := app.rate_limits_panel(request, rows))]
 
 
 @require_GET
@@ -144,22 +139,3 @@ def create(request: UiRequest) -> HttpResponse:
     return render(request, "ui/rate_limits/_created.html", {
         "form": forms.DestinationForm(), "entries": _entries(rows), "can_operate": True,
         "flash": f"Destination '{created.name}' created."})
-
-
-@require_POST
-@workspace_view
-def demo_health(request: UiRequest) -> HttpResponse:
-    principal = request.principal
-    form = forms.SwitchForm(request.POST)
-    with audited(principal, "demo.switch", target=LEDGER_HEALTHY, detail={"on": request.POST.get("on", "")}):
-        principal.require(Role.OPERATOR, "flip demo switches")
-        if not form.is_valid():
-            raise Invalid(forms.describe(form), errors=forms.field_errors(form))
-        demo.set_ledger_healthy(form.cleaned_data["on"])
-    healthy = form.cleaned_data["on"]
-    message = "Demo ledger is healthy: every entry is accepted." if healthy else \
-        "Demo ledger is in an outage: it refuses ~3% of entries."
-    if not request.htmx:
-        return done(request, message, back=reverse("ui:rate-limits"))
-    return render(request, "ui/rate_limits/_demo.html", {"demo": {"healthy": healthy}, "can_operate": True,
-                                                          "flash": message})

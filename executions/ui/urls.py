@@ -31,7 +31,6 @@ urlpatterns = [
     path("rate-limits/", rate_limits.page, name="rate-limits"),
     path("rate-limits/counts", rate_limits.counts, name="rate-limit-counts"),
     path("rate-limits/new", rate_limits.create, name="destination-create"),
-    path("rate-limits/demo-ledger-health", rate_limits.demo_health, name="demo-ledger-health"),
     path("rate-limits/<int:destination_id>", rate_limits.row, name="destination-row"),
     path("rate-limits/<int:destination_id>/edit", rate_limits.edit_row, name="destination-edit"),
     path("rate-limits/<int:destination_id>/limit", rate_limits.update_limit, name="destination-limit"),

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from executions.models import DemoLedgerEntry, Execution
+from demo.models import DemoLedgerEntry
+from executions.models import Execution
 from tests import helpers
 from tests.e2e.conftest import ROOT
 from workflows.access import create_token

@@ -10,7 +10,9 @@ import shutil
 import pytest
 from playwright.sync_api import expect
 
-from executions import demo, services
+from demo import ledger
+from demo import workflows as demo_workflows
+from executions import services
 from tests import helpers
 from tests.e2e.conftest import ROOT, wait_for
 
@@ -22,9 +24,9 @@ DOCS_IMAGE = ROOT / "docs" / "images" / "execution-view.png"
 
 def test_the_demo_ledger_migration_in_the_execution_view(page, ui, operator, qcluster, live_server):
     workspace = helpers.default_workspace()
-    demo.load(workspace, base_url=live_server.url)
-    entries = demo.ledger_entries(1000)
-    refused = sum(demo.refuses(entry["id"]) for entry in entries)
+    demo_workflows.load(workspace, base_url=live_server.url)
+    entries = demo_workflows.ledger_entries(1000)
+    refused = sum(ledger.refuses(entry["id"]) for entry in entries)
     execution = services.start_execution(workspace, workflow="ledger-migration", input={"entries": entries},
                                          idempotency_key="demo-ledger-migration", created_by="demo").execution
     qcluster(workers=2)

@@ -9,7 +9,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from executions import demo, services
+from demo import ledger
+from demo import workflows as demo_workflows
+from executions import services
 from executions.models import Execution
 from tests import helpers
 from tests.e2e.conftest import wait_for
@@ -23,9 +25,9 @@ REFUSED, ACCEPTED = 10, 90  # 10% refused: more than the merge's 5% tolerance
 
 def entries() -> list[dict]:
     """Demo ledger entries picked so the outage refuses every tenth (items 5, 15, … 95)."""
-    pool = demo.ledger_entries(2000)
-    refused = [e for e in pool if demo.refuses(e["id"])][:REFUSED]
-    accepted = [e for e in pool if not demo.refuses(e["id"])][:ACCEPTED]
+    pool = demo_workflows.ledger_entries(2000)
+    refused = [e for e in pool if ledger.refuses(e["id"])][:REFUSED]
+    accepted = [e for e in pool if not ledger.refuses(e["id"])][:ACCEPTED]
     return [refused.pop(0) if i % 10 == 5 else accepted.pop(0) for i in range(REFUSED + ACCEPTED)]
 
 
@@ -42,7 +44,7 @@ def count(page, status):
 
 def test_operator_repairs_a_failed_ledger_migration(page, ui, operator, qcluster, live_server):
     workspace = helpers.default_workspace()
-    demo.load(workspace, base_url=live_server.url)
+    demo_workflows.load(workspace, base_url=live_server.url)
     execution = services.start_execution(workspace, workflow="ledger-migration", input={"entries": entries()},
                                          created_by="test").execution
     qcluster(workers=2)

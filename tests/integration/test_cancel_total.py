@@ -32,7 +32,8 @@ def descendants_left_to_run(root: Execution) -> tuple[int, int]:
             WITH RECURSIVE d AS (SELECT id FROM executions_execution WHERE parent_id = %(root)s
                                  UNION ALL
                                  SELECT e.id FROM executions_execution e JOIN d ON e.parent_id = d.id)
-            SELECT (SELECT count(*) FROM executions_execution e JOIN d USING (id) WHERE e.status IN ('PENDING', 'RUNNING')),
+            SELECT (SELECT count(*) FROM executions_execution e JOIN d USING (id)
+                    WHERE e.status IN ('PENDING', 'RUNNING')),
                    (SELECT count(*) FROM executions_step s JOIN d ON s.execution_id = d.id
                     WHERE s.status IN ('READY', 'RUNNING', 'WAITING'))
         """, {"root": root.pk})

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from executions import demo
+from demo import workflows as demo_workflows
 from executions.models import Execution, Step
 from tests import helpers
 from tests.integration.conftest import client_for
@@ -121,7 +121,7 @@ def test_another_workspaces_execution_cannot_be_touched(operator, other_workspac
 
 
 def test_cancel_an_execution(operator, workspace):
-    helpers.publish(workspace, "hello", demo.HELLO)
+    helpers.publish(workspace, "hello", demo_workflows.HELLO)
     execution = helpers.start(workspace, "hello", {"who": "ops"})
     response = operator.post(url("execution-cancel", execution.pk), **HTMX)
     assert response.status_code == 200

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from executions.benchmarks import ui
+from bench import ui
 
 pytestmark = pytest.mark.django_db
 

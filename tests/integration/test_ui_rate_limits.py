@@ -8,7 +8,8 @@ import html
 import pytest
 from django.urls import reverse
 
-from executions import demo
+from demo import ledger as demo_ledger
+from demo import workflows as demo_workflows
 from executions.models import Destination
 from tests import helpers
 from tests.integration.conftest import client_for
@@ -25,7 +26,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 @pytest.fixture
 def ledger(workspace) -> Destination:
-    demo.load(workspace, base_url="http://127.0.0.1:9")
+    demo_workflows.load(workspace, base_url="http://127.0.0.1:9")
     return Destination.objects.get(workspace=workspace, name="demo-ledger")
 
 
@@ -128,13 +129,13 @@ def test_creating_a_bad_destination_says_why(operator, ledger, fields, message, 
 
 
 def test_the_demo_ledger_switch_is_flipped_and_audited(operator, ledger):
-    assert not demo.ledger_healthy()
-    response = operator.post(reverse("ui:demo-ledger-health"), {"on": "1"}, **HTMX)
+    assert not demo_ledger.healthy()
+    response = operator.post(reverse("demo:ledger-health"), {"on": "1"}, **HTMX)
     assert response.status_code == 200
-    assert demo.ledger_healthy()
+    assert demo_ledger.healthy()
     assert 'data-healthy="yes"' in text(response)
-    assert operator.post(reverse("ui:demo-ledger-health"), {"on": "maybe"}, **HTMX).status_code == 400
-    assert demo.ledger_healthy()
+    assert operator.post(reverse("demo:ledger-health"), {"on": "maybe"}, **HTMX).status_code == 400
+    assert demo_ledger.healthy()
     outcomes = list(AuditEvent.objects.filter(action="demo.switch").order_by("id").values_list("outcome", flat=True))
     assert outcomes == ["accepted", "refused"]
 

@@ -14,7 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from executions import demo
+from demo import workflows as demo_workflows
 from executions.models import Destination, Execution
 from executions.ui import queries
 from tests import helpers
@@ -196,7 +196,7 @@ def test_fragments_stop_polling_once_terminal(operator, failed_fanout):
 
 
 def test_live_fragments_poll_and_answer_204_when_unchanged(operator, workspace):
-    helpers.publish(workspace, "hello", demo.HELLO)
+    helpers.publish(workspace, "hello", demo_workflows.HELLO)
     execution = helpers.start(workspace, "hello", {"who": "ops"})  # not run: stays PENDING
     url = detail(execution, "execution-steps")
     first = operator.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TRIGGER="execution-steps")
@@ -285,7 +285,7 @@ def test_the_page_costs_the_same_queries_for_5_or_60_children(operator, workspac
 
 
 def test_steps_say_what_they_wait_for(operator, workspace):
-    helpers.publish(workspace, "hello", demo.HELLO)
+    helpers.publish(workspace, "hello", demo_workflows.HELLO)
     timer = helpers.start(workspace, "hello", {"who": "ops"})
     backoff_doc = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.fail_if",
                                                     "retry": {"maxAttempts": 3, "backoffSeconds": 600}}}}

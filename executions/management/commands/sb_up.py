@@ -1,5 +1,6 @@
-"""The main job (``make run``): migrate, create a local admin login, load the demo, then run
-the web app and a qcluster side by side until Ctrl-C."""
+"""The main job (``make run``): migrate, create a local admin login, load the demo (when the
+demo app is installed: ``SB_DEMO=1``, which ``make run`` sets), then run the web app and a
+qcluster side by side until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from executions import demo, services
+from executions import extensions
 from executions.models import Execution
 from workflows.models import Membership, Role, Workspace
 from workflows.services import ensure_default_workspace
@@ -26,25 +27,28 @@ LOCAL_DIR = Path(settings.BASE_DIR) / ".local"
 
 
 class Command(BaseCommand):
-    help = "Run SchemaBridge locally: web UI + workers on the embedded database, demo workflows loaded."
+    help = "Run SchemaBridge locally: web UI + workers on the embedded database (+ the demo with SB_DEMO=1)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("SB_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("SB_PORT", "8000")))
         parser.add_argument("--demo", choices=["all", "hello", "none"], default="all",
-                            help="demo executions to start: all (default), only the small hello one, or none")
+                            help="demo executions to start (with SB_DEMO=1): all (default), only the small hello "
+                                 "one, or none")
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         workspace = ensure_default_workspace()
         password = self._admin_password(workspace)
         base_url = f"http://{options['host']}:{options['port']}"
-        demo.load(workspace, base_url=base_url)
+        demo = extensions.local_demo()
+        if demo is not None:
+            demo.load_demo(workspace, base_url=base_url)
         procs = self._start(options["host"], options["port"])
         try:
             self._wait_until_serving(base_url, procs)
-            started = self._start_demo(workspace, options["demo"])
-            self._banner(base_url, password, started)
+            started = demo.start_demo(workspace, options["demo"]) if demo is not None else []
+            self._banner(base_url, password, started, demo_loaded=demo is not None)
             self._supervise(procs, watching=started)
         finally:
             self._stop(procs)
@@ -89,20 +93,7 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         raise SystemExit(f"the web server did not answer on {base_url} within 60 s")
 
-    def _start_demo(self, workspace: Workspace, which: str) -> list[Execution]:
-        if which == "none":
-            return []
-        hello = services.start_execution(workspace, workflow="hello", input={"who": "operator"},
-                                         created_by="demo").execution
-        started = [hello]
-        if which == "all" and not Execution.objects.filter(workflow__key="ledger-migration",
-                                                           workspace=workspace).exists():
-            started.append(services.start_execution(
-                workspace, workflow="ledger-migration", input={"entries": demo.ledger_entries(1000)},
-                idempotency_key="demo-ledger-migration", created_by="demo").execution)
-        return started
-
-    def _banner(self, base_url: str, password: str, started: list[Execution]) -> None:
+    def _banner(self, base_url: str, password: str, started: list[Execution], *, demo_loaded: bool) -> None:
         lines = [
             "",
             "SchemaBridge is running (Ctrl-C stops it).",
@@ -114,6 +105,8 @@ class Command(BaseCommand):
         ]
         for execution in started:
             lines.append(f"  Demo          {execution.workflow.key}: {base_url}/executions/{execution.pk}/")
+        if not demo_loaded:
+            lines.append("  Demo          not loaded (SB_DEMO=1 loads it, as `make run` does)")
         lines.append("")
         self.stdout.write("\n".join(lines))
 

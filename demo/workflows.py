@@ -1,24 +1,18 @@
 """The demo that ``make run`` loads: a small hello workflow and the "ledger migration" of
 the seed article — 1,000 ledger entries fanned out to a child workflow that POSTs each
-entry to a demo ledger served by this app. Until an operator flips the ledger's switch,
-the ledger refuses a deterministic ~3% of entries; the merge tolerates 5%."""
+entry to the demo ledger served by this app (``demo.views``). Until an operator flips the
+ledger's switch, the ledger refuses a deterministic ~3% of entries; the merge tolerates 5%."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
-
-from executions.models import DemoLedgerEntry, DemoSwitch, Destination
+from executions import services
+from executions.models import Destination, Execution
 from workflows.models import Workspace
 from workflows.services import publish_version
 
-LEDGER_HEALTHY = "ledger-healthy"
-FAILING_PERCENT = 3
+LEDGER_DESTINATION = "demo-ledger"
 
 HELLO = {
     "start": "greet",
@@ -35,7 +29,7 @@ HELLO = {
 MIGRATE_ENTRY = {
     "start": "post",
     "vertices": {
-        "post": {"type": "HTTP", "destination": "demo-ledger", "method": "POST", "path": "/entries",
+        "post": {"type": "HTTP", "destination": LEDGER_DESTINATION, "method": "POST", "path": "/entries",
                  "body": "$.input", "retry": {"maxAttempts": 2, "backoffSeconds": 0.5}, "next": "done"},
         "done": {"type": "SUCCEED", "output": "$.steps.post.output.body"},
     },
@@ -62,7 +56,7 @@ def ledger_entries(count: int = 1000) -> list[dict[str, Any]]:
 def load(workspace: Workspace, *, base_url: str) -> None:
     """Publish the demo workflows and the demo ledger destination (idempotent)."""
     Destination.objects.update_or_create(
-        workspace=workspace, name="demo-ledger",
+        workspace=workspace, name=LEDGER_DESTINATION,
         defaults={"base_url": f"{base_url.rstrip('/')}/demo/ledger", "timeout_seconds": 5.0, "concurrency_limit": 8},
     )
     publish_version(workspace, "hello", HELLO, author="demo")
@@ -70,32 +64,17 @@ def load(workspace: Workspace, *, base_url: str) -> None:
     publish_version(workspace, "ledger-migration", LEDGER_MIGRATION, author="demo")
 
 
-def refuses(entry_id: str) -> bool:
-    """The deterministic ~3% of entries the unhealthy ledger refuses."""
-    return int(hashlib.sha256(entry_id.encode()).hexdigest(), 16) % 100 < FAILING_PERCENT
-
-
-def ledger_healthy() -> bool:
-    return DemoSwitch.objects.filter(name=LEDGER_HEALTHY, on=True).exists()
-
-
-def set_ledger_healthy(on: bool) -> None:
-    """Flip the demo ledger's outage: healthy, it accepts every entry."""
-    DemoSwitch.objects.update_or_create(name=LEDGER_HEALTHY, defaults={"on": on})
-
-
-@csrf_exempt
-@require_POST
-def ledger_entries_view(request: HttpRequest) -> HttpResponse:
-    """The demo ledger: ``POST /demo/ledger/entries`` with an entry and an Idempotency-Key."""
-    try:
-        entry = json.loads(request.body or b"null")
-    except json.JSONDecodeError:
-        return JsonResponse({"error": "body is not JSON"}, status=400)
-    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-        return JsonResponse({"error": "an entry is an object with a string 'id'"}, status=400)
-    if refuses(entry["id"]) and not ledger_healthy():
-        return JsonResponse({"error": f"ledger unavailable for {entry['id']} (demo outage)"}, status=503)
-    key = request.headers.get("Idempotency-Key") or f"entry:{entry['id']}"
-    _, created = DemoLedgerEntry.objects.get_or_create(idempotency_key=key, defaults={"entry": entry})
-    return JsonResponse({"id": entry["id"], "written": created}, status=201 if created else 200)
+def start(workspace: Workspace, which: str) -> list[Execution]:
+    """Start the demo executions: ``hello`` (every time), or ``all`` — hello and, once per
+    workspace, the 1,000-entry ledger migration — or ``none``."""
+    if which == "none":
+        return []
+    hello = services.start_execution(workspace, workflow="hello", input={"who": "operator"},
+                                     created_by="demo").execution
+    started = [hello]
+    if which == "all" and not Execution.objects.filter(workflow__key="ledger-migration",
+                                                       workspace=workspace).exists():
+        started.append(services.start_execution(
+            workspace, workflow="ledger-migration", input={"entries": ledger_entries(1000)},
+            idempotency_key="demo-ledger-migration", created_by="demo").execution)
+    return started

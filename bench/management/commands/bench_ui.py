@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
-from executions.benchmarks import ui
+from bench import ui
 
 BENCH_DATABASE = "sb_bench_ui"
 

@@ -1,4 +1,4 @@
-"""Logging filters (imported while settings load, so no model imports here)."""
+"""Logging filters of the demo (imported while settings load, so no model imports here)."""
 
 from __future__ import annotations
 
