@@ -14,7 +14,6 @@ from workflows.models import AuditEvent, WorkflowDefinition
 pytestmark = pytest.mark.django_db
 
 
-
 @pytest.fixture
 def theirs(other_workspace: Any) -> dict[str, str]:
     """Another workspace's objects: a failed fan-out (with a failed child), a destination."""

@@ -19,12 +19,6 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-
-
-
-
-
-
 @pytest.fixture
 def failed_fanout(workspace) -> Execution:
     return helpers.run_fanout(workspace, 8, failing=(2, 5))

@@ -17,10 +17,6 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-
-
-
-
 @pytest.fixture
 def ledger(workspace) -> Destination:
     demo.load(workspace, base_url="http://127.0.0.1:9")

@@ -30,12 +30,6 @@ def items(n: int) -> list[dict]:
     return [{"i": i, "fail": i in FAILING} for i in range(n)]
 
 
-
-
-
-
-
-
 @pytest.fixture
 def failed_fanout(workspace) -> Execution:
     """A parent whose strict merge failed: 20 children, 3 of them FAILED."""
