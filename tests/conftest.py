@@ -1,4 +1,5 @@
-"""Shared fixtures. Every database test runs on real PostgreSQL (embedded, or DATABASE_URL)."""
+"""Shared fixtures. Every database test runs on real PostgreSQL (embedded, or DATABASE_URL);
+shared helpers live in ``tests/support``."""
 
 from __future__ import annotations
 
@@ -6,18 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests import helpers
+import tests.support.handlers  # noqa: F401  (registers the test-only TASK handlers before any publish)
+from tests.support import factories
 
 
 @pytest.fixture
 def workspace(db: Any) -> Any:
-    return helpers.default_workspace()
+    return factories.default_workspace()
 
 
 @pytest.fixture
 def other_workspace(db: Any) -> Any:
-    return helpers.make_workspace("other")
-
-
-# Test-only TASK handlers must be registered before workflows that use them are published.
-import tests.handlers  # noqa: E402, F401
+    return factories.make_workspace("other")

@@ -13,8 +13,7 @@ import pytest
 
 from demo.models import DemoLedgerEntry
 from executions.models import Execution
-from tests import helpers
-from tests.e2e.conftest import ROOT
+from tests.support import ROOT, factories, helpers
 from workflows.access import create_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -24,7 +23,7 @@ TOUR = ROOT / "docs" / "examples" / "api-tour.sh"
 
 def test_the_curl_tour_succeeds_end_to_end(qcluster: Any, live_server: Any) -> None:
     assert shutil.which("curl"), "the API tour needs curl (a system package)"
-    _, token = create_token(helpers.default_workspace(), name="tour", role="author")
+    _, token = create_token(factories.default_workspace(), name="tour", role="author")
     qcluster(workers=2)
     env = {**os.environ, "BASE": live_server.url, "TOKEN": token, "RUN": "e2e", "PYTHON": sys.executable,
            "TIMEOUT": "90"}

@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import psycopg
 import pytest
 from django.db import connection
 
-from tests.e2e.conftest import ROOT
+from tests.support.cluster import TEST_SETTINGS, manage
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def test_bench_fanout_200_is_ok(db):
     bench_db = f"{connection.settings_dict['NAME']}_bench_smoke"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "schemabridge_site.test_settings", "SB_BENCH_DB": bench_db}
+    env = {**os.environ, **TEST_SETTINGS, "SB_BENCH_DB": bench_db}
     env.pop("SB_DB_NAME", None)
     try:
-        done = subprocess.run([sys.executable, str(ROOT / "manage.py"), "bench", "fanout", "--items", "200",
-                               "--workers", "2", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=280)
+        done = manage("bench", "fanout", "--items", "200", "--workers", "2", "--json", env=env, timeout=280)
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result["ok"] is True

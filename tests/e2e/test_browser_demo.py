@@ -13,17 +13,17 @@ from playwright.sync_api import expect
 from demo import ledger
 from demo import workflows as demo_workflows
 from executions import services
-from tests import helpers
-from tests.e2e.conftest import ROOT, wait_for
+from tests.support import ROOT, factories, helpers
+from tests.support.cluster import wait_for
 
-pytest_plugins = ["tests.e2e.browser"]
+pytest_plugins = ["tests.support.browser"]
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.timeout(300)]
 
 DOCS_IMAGE = ROOT / "docs" / "images" / "execution-view.png"
 
 
 def test_the_demo_ledger_migration_in_the_execution_view(page, ui, operator, qcluster, live_server):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     demo_workflows.load(workspace, base_url=live_server.url)
     entries = demo_workflows.ledger_entries(1000)
     refused = sum(ledger.refuses(entry["id"]) for entry in entries)

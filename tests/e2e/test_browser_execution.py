@@ -13,11 +13,11 @@ from demo import ledger
 from demo import workflows as demo_workflows
 from executions import services
 from executions.models import Execution
-from tests import helpers
-from tests.e2e.conftest import wait_for
+from tests.support import factories, helpers
+from tests.support.cluster import wait_for
 from workflows.models import AuditEvent
 
-pytest_plugins = ["tests.e2e.browser"]
+pytest_plugins = ["tests.support.browser"]
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.timeout(300)]
 
 REFUSED, ACCEPTED = 10, 90  # 10% refused: more than the merge's 5% tolerance
@@ -43,7 +43,7 @@ def count(page, status):
 
 
 def test_operator_repairs_a_failed_ledger_migration(page, ui, operator, qcluster, live_server):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     demo_workflows.load(workspace, base_url=live_server.url)
     execution = services.start_execution(workspace, workflow="ledger-migration", input={"entries": entries()},
                                          created_by="test").execution

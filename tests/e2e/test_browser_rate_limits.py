@@ -8,11 +8,11 @@ import pytest
 from playwright.sync_api import expect
 
 from executions.models import Destination, Execution
-from tests import helpers
-from tests.e2e.conftest import wait_for
+from tests.support import factories, helpers
+from tests.support.cluster import wait_for
 from workflows.models import AuditEvent
 
-pytest_plugins = ["tests.e2e.browser"]
+pytest_plugins = ["tests.support.browser"]
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.timeout(240)]
 
 CALL = {"start": "call", "vertices": {
@@ -28,7 +28,7 @@ def cell(page, destination, column):
 
 
 def test_operator_raises_a_limit_and_watches_in_flight_follow(page, ui, operator, qcluster, gate):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     ui.log_in(operator, next_path="/rate-limits/")
     ui.mark_page()
 

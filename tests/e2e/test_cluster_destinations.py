@@ -7,23 +7,19 @@ from django.db import connection
 
 from executions import destinations
 from executions.models import Destination, Execution, Step
-from tests import helpers
-from tests.e2e.conftest import wait_for
-from tests.httpserver import serve
+from tests.support import factories, helpers
+from tests.support.cluster import wait_for
+from tests.support.httpserver import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
-def call_doc(destination: str, path: str) -> dict:
-    return {"start": "call", "vertices": {"call": {"type": "HTTP", "destination": destination, "path": path}}}
-
-
 def test_a_limit_holds_across_worker_processes_and_can_be_raised_live(qcluster):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     with serve() as (url, recorder):
         api = Destination.objects.create(workspace=workspace, name="api", base_url=url, timeout_seconds=10,
                                          concurrency_limit=3)
-        helpers.publish(workspace, "call", call_doc("api", "/slow/0.25"))
+        helpers.publish(workspace, "call", helpers.http_doc("api", "/slow/0.25"))
         for i in range(60):
             helpers.start(workspace, "call", {"i": i})
         cluster = qcluster(workers=2)
@@ -40,11 +36,11 @@ def test_a_limit_holds_across_worker_processes_and_can_be_raised_live(qcluster):
 
 
 def test_a_killed_workers_slots_come_back_after_lease_expiry(qcluster):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     with serve() as (url, _):
         api = Destination.objects.create(workspace=workspace, name="api", base_url=url, timeout_seconds=30,
                                          concurrency_limit=2)
-        helpers.publish(workspace, "call", call_doc("api", "/slow/20"))
+        helpers.publish(workspace, "call", helpers.http_doc("api", "/slow/20"))
         executions = [helpers.start(workspace, "call", {"i": i}) for i in range(2)]
         first = qcluster(workers=2, SB_LEASE_SECONDS="3")
         wait_for(lambda: Step.objects.filter(destination=api, status="RUNNING").count() == 2, timeout=60,
@@ -52,7 +48,7 @@ def test_a_killed_workers_slots_come_back_after_lease_expiry(qcluster):
         first.kill()
         assert Step.objects.filter(destination=api, status="RUNNING").count() == 2
 
-        helpers.publish(workspace, "call", call_doc("api", "/ok"))  # later work is quick
+        helpers.publish(workspace, "call", helpers.http_doc("api", "/ok"))  # later work is quick
         quick = [helpers.start(workspace, "call", {"i": i}) for i in range(4)]
         qcluster(workers=2, SB_LEASE_SECONDS="3")
         wait_for(lambda: all(helpers.refresh(e).status == "SUCCEEDED" for e in quick), timeout=90,

@@ -3,14 +3,14 @@
 import pytest
 
 from executions.models import Execution
-from tests import helpers
-from tests.e2e.conftest import wait_for
+from tests.support import factories, helpers
+from tests.support.cluster import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 def test_fanout_completes_on_a_real_cluster(qcluster):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "child", helpers.NOOP)
     helpers.publish(workspace, "parent", helpers.fanout_doc())
     execution = helpers.start(workspace, "parent", {"items": list(range(500))})
@@ -27,9 +27,9 @@ def test_a_multi_step_workflow_survives_kill_9_of_the_cluster(qcluster):
     """TASK → CHOICE → TIMER → HTTP → SUCCEED; the cluster is SIGKILLed while the HTTP call
     is in flight and a new cluster finishes it, re-running that step (at-least-once)."""
     from executions.models import Destination
-    from tests.httpserver import serve
+    from tests.support.httpserver import serve
 
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     with serve() as (url, recorder):
         Destination.objects.create(workspace=workspace, name="ledger", base_url=url, timeout_seconds=30)
         doc = {"start": "prepare", "vertices": {
@@ -66,7 +66,7 @@ def test_a_stopping_cluster_hands_its_running_steps_back_at_once(qcluster):
     lease to expire (and without consuming an attempt)."""
     from executions.models import Event
 
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     doc = {"start": "work", "vertices": {"work": {"type": "TASK", "handler": "demo.sleep", "timeoutSeconds": 120}}}
     helpers.publish(workspace, "long", doc)
     execution = helpers.start(workspace, "long", {"seconds": 60})
@@ -84,7 +84,7 @@ def test_sb_run_waits_shows_progress_and_exits_by_the_outcome(qcluster):
 
     from django.core.management import call_command
 
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "child", helpers.FAIL_IF)
     helpers.publish(workspace, "parent", helpers.fanout_doc())
     qcluster(workers=2)
@@ -103,7 +103,7 @@ def test_sb_run_waits_shows_progress_and_exits_by_the_outcome(qcluster):
 
 
 def test_a_thousand_item_fanout_with_failures_through_a_tolerant_merge(qcluster):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "child", helpers.FAIL_IF)
     helpers.publish(workspace, "parent", helpers.fanout_doc(merge_config={
         "tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.05}, "failFast": True}))
@@ -138,7 +138,7 @@ def test_the_optional_redis_broker_runs_the_engine(qcluster):
         pytest.skip(f"no Redis at {url}: the optional broker cannot be exercised on this machine")
     client.flushdb()
     try:
-        workspace = helpers.default_workspace()
+        workspace = factories.default_workspace()
         helpers.publish(workspace, "child", helpers.NOOP)
         helpers.publish(workspace, "parent", helpers.fanout_doc())
         execution = helpers.start(workspace, "parent", {"items": list(range(300))})

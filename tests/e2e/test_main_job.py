@@ -14,7 +14,8 @@ import psutil
 import pytest
 from django.db import connection
 
-from tests.e2e.conftest import ARTIFACTS, ROOT, ensure_tick_schedule
+from tests.support import ARTIFACTS, ROOT
+from tests.support.cluster import ensure_tick_schedule
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -9,27 +9,14 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from executions import engine, leases, retry
+from executions import engine, retry
 from executions.models import Destination, Event, Step
 from executions.worker import Drain
-from tests import helpers
+from tests.support import factories, helpers
 
 pytestmark = [pytest.mark.fault, pytest.mark.django_db, pytest.mark.timeout(60)]
 
 ONE_ATTEMPT = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.noop", "retry": {"maxAttempts": 1}}}}
-
-
-def claim(limit: int = 100, *, alone: bool = True) -> list[leases.ClaimedStep]:
-    with transaction.atomic(), connection.cursor() as cursor:
-        return leases.claim(cursor, limit, alone=alone)
-
-
-def lose_leases() -> None:
-    """Every RUNNING step's worker "died": its lease expired; then the reaper runs."""
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE executions_step SET lease_expires_at = now() - interval '1 second' "
-                       "WHERE status = 'RUNNING'")
-    engine.reap()
 
 
 def make_suspect(step: Step) -> None:
@@ -42,9 +29,9 @@ def test_a_step_without_a_retry_policy_survives_a_lost_worker(workspace):
                                          "done": {"type": "SUCCEED"}}}
     helpers.publish(workspace, "timer", doc)
     execution = helpers.start(workspace, "timer", {})
-    [first] = claim()
+    [first] = helpers.claim()
     assert (first.vertex, first.max_attempts) == ("wait", retry.INTERNAL_MAX_ATTEMPTS)
-    lose_leases()
+    helpers.lose_leases()
     step = helpers.step(execution, "wait")
     assert (step.status, step.attempt, step.lease_expiries) == ("READY", 2, 1)
     assert helpers.refresh(execution).status == "PENDING", "a lost worker fails nothing (nor was it seen running)"
@@ -58,10 +45,11 @@ def test_a_suspect_is_claimed_alone_and_only_by_a_drain_with_nothing_in_flight(w
     suspect = helpers.step(executions[1], "t")
     make_suspect(suspect)
 
-    assert claim(alone=False) == [], "a busy drain leaves a waiting suspect to a free one, and takes nothing past it"
-    [alone] = claim(alone=True)
+    assert helpers.claim(alone=False) == [], \
+        "a busy drain leaves a waiting suspect to a free one, and takes nothing past it"
+    [alone] = helpers.claim(alone=True)
     assert alone.step_id == suspect.pk and alone.suspect
-    others = claim(alone=False)
+    others = helpers.claim(alone=False)
     assert sorted(c.step_id for c in others) == sorted(helpers.step(e, "t").pk for e in (executions[0], executions[2]))
     assert not any(c.suspect for c in others)
 
@@ -73,10 +61,10 @@ def test_a_suspect_blocks_destination_claims_of_a_busy_drain_too(workspace):
     helpers.publish(workspace, "calls", with_destination)
     make_suspect(helpers.step(helpers.start(workspace, "one", {}), "t"))
     helpers.start(workspace, "calls", {})
-    assert claim(alone=False) == []
-    [suspect] = claim(alone=True)
+    assert helpers.claim(alone=False) == []
+    [suspect] = helpers.claim(alone=True)
     assert suspect.suspect and suspect.destination_id is None
-    [call] = claim(alone=False)
+    [call] = helpers.claim(alone=False)
     assert call.destination_id is not None
 
 
@@ -88,12 +76,12 @@ def test_a_poison_pill_takes_no_innocent_step_down_with_it(workspace):
     poison = helpers.start(workspace, "work", {"crash": True})
     innocents = [helpers.start(workspace, "work", {"i": i}) for i in range(3)]
     for _ in range(2):  # two attempts, each killing the worker that ran the whole batch with it
-        assert len(claim()) == 4
-        lose_leases()
+        assert len(helpers.claim()) == 4
+        helpers.lose_leases()
     for _ in range(4):  # last attempts: one step per claim
-        [run] = claim()
+        [run] = helpers.claim()
         if run.execution_id == poison.pk:
-            lose_leases()  # it kills its worker again, alone
+            helpers.lose_leases()  # it kills its worker again, alone
         else:
             with transaction.atomic(), connection.cursor() as cursor:
                 [loaded] = engine.load_runs(cursor, [run])
@@ -106,7 +94,7 @@ def test_a_poison_pill_takes_no_innocent_step_down_with_it(workspace):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_whose_lease_was_taken_over_is_fenced_off_on_the_record(transactional_db):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     doc = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.crash_if"}}}
     helpers.publish(workspace, "slow", doc)
     execution = helpers.start(workspace, "slow", {"seconds": 0.5})

@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+from tests.support.cluster import manage
+
 FAULT_PGDATA = ROOT / ".pgdata-fault"
-
-
-def chaos_command(*args: str, env: dict[str, str] | None = None,
-                  timeout: float = 280) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), "chaos", *args], cwd=ROOT,
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.fault
@@ -35,7 +28,7 @@ def test_workers_reconnect_and_finish_after_a_postgres_restart():
         args += ["--restart-command", command]
     else:
         args += ["--pgdata", str(FAULT_PGDATA)]
-    finished = chaos_command(*args)
+    finished = manage("chaos", *args, timeout=280)
     assert finished.stdout.strip(), finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert finished.returncode == 0 and result["ok"], (result["violations"], finished.stderr[-3000:])
@@ -50,7 +43,7 @@ def test_workers_reconnect_and_finish_after_a_postgres_restart():
 @pytest.mark.fault
 @pytest.mark.timeout(120)
 def test_the_restart_scenario_refuses_a_database_url_without_a_restart_command():
-    finished = chaos_command("postgres_restart", "--items", "10",
-                             env={"DATABASE_URL": "postgres://nobody@127.0.0.1:9/nothing"}, timeout=100)
+    finished = manage("chaos", "postgres_restart", "--items", "10",
+                      env={**os.environ, "DATABASE_URL": "postgres://nobody@127.0.0.1:9/nothing"}, timeout=100)
     assert finished.returncode != 0
     assert "DATABASE_URL is set, so give --restart-command" in finished.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import chaos
-from tests.fault.conftest import assert_survived
+from tests.support.cluster import assert_survived
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests import helpers
-from tests.integration.test_security_admin import DEFINITIONS, add_definition, staff
+from tests.support import helpers
+from tests.support.admin import DEFINITIONS, add_definition
+from tests.support.clients import staff
 from workflows.models import Role, WorkflowDefinition
 
 pytestmark = pytest.mark.django_db

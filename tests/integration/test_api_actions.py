@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from executions.models import Execution
-from tests import handlers, helpers
-from tests.integration.test_api_helpers import api, ok, problem
+from tests.support import handlers, helpers
+from tests.support.clients import api, ok, problem
 from workflows.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -20,19 +20,14 @@ WAIT_OR_FAIL = {"start": "route", "vertices": {
     "boom": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}},
     "wait": {"type": "TIMER", "seconds": 3600},
 }}
-FLAKY = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}}}}
 
 
 def _failed_fanout(workspace: Any, items: int = 6, failing: tuple[int, ...] = (1, 4)) -> str:
     """A fan-out whose parent failed on its merge because ``failing`` children failed; the
     failure heals (the flaky switch is off) before the test retries anything."""
     handlers.set_flaky(True)
-    helpers.publish(workspace, "child", FLAKY)
-    helpers.publish(workspace, "parent", helpers.fanout_doc())
-    entries = [{"fail": index in failing, "i": index} for index in range(items)]
-    parent = helpers.start(workspace, "parent", {"items": entries})
-    helpers.run_engine()
-    assert helpers.refresh(parent).status == "FAILED"
+    parent = helpers.run_fanout(workspace, items, failing=failing, child=helpers.FLAKY)
+    assert parent.status == "FAILED"
     handlers.set_flaky(False)
     return str(parent.pk)
 

@@ -3,19 +3,18 @@ the role each operation needs, and the audit record of refusals."""
 
 from __future__ import annotations
 
-import uuid
 from io import StringIO
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from tests import helpers
-from tests.integration.test_api_helpers import api, ok, problem
+from tests.support import helpers
+from tests.support.clients import api, ok, problem, session
+from tests.support.factories import member
 from workflows.access import create_token, revoke_token
-from workflows.models import ApiToken, AuditEvent, Membership
+from workflows.models import ApiToken, AuditEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -103,15 +102,8 @@ def test_accepted_writes_are_audited(workspace: Any) -> None:
 
 # --- browser sessions ---------------------------------------------------------------------------
 
-def _member(workspace: Any, role: str) -> Any:
-    user = get_user_model().objects.create_user(f"user-{uuid.uuid4().hex[:8]}", password="pw")
-    Membership.objects.create(user=user, workspace=workspace, role=role)
-    return user
-
-
 def test_a_session_user_acts_with_their_membership_role(workspace: Any) -> None:
-    client = APIClient(enforce_csrf_checks=True)
-    client.force_login(_member(workspace, "viewer"))
+    client = session(member(workspace, "viewer"), APIClient, enforce_csrf_checks=True)
     client.cookies["csrftoken"] = CSRF
     ok(client.get("/api/v1/workflows"))
     response = client.post("/api/v1/workflows/flow/versions", helpers.NOOP, format="json", HTTP_X_CSRFTOKEN=CSRF)
@@ -120,8 +112,7 @@ def test_a_session_user_acts_with_their_membership_role(workspace: Any) -> None:
 
 
 def test_session_writes_need_the_csrf_token(workspace: Any) -> None:
-    client = APIClient(enforce_csrf_checks=True)
-    client.force_login(_member(workspace, "author"))
+    client = session(member(workspace, "author"), APIClient, enforce_csrf_checks=True)
     assert "CSRF" in problem(client.post("/api/v1/workflows/flow/versions", helpers.NOOP, format="json"),
                              403)["detail"]
     client.cookies["csrftoken"] = CSRF
@@ -131,8 +122,7 @@ def test_session_writes_need_the_csrf_token(workspace: Any) -> None:
 
 
 def test_a_session_user_without_a_workspace_is_refused(workspace: Any) -> None:
-    client = APIClient()
-    client.force_login(get_user_model().objects.create_user("nobody", password="pw"))
+    client = session(member(workspace, None, "nobody"), APIClient)
     assert "member" in problem(client.get("/api/v1/workflows"), 403)["detail"]
 
 

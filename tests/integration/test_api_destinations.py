@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from executions.models import Destination
-from tests.integration.test_api_helpers import api, ok, problem
+from tests.support.clients import api, ok, problem
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 from django.test import override_settings
 
 from executions.models import Execution
-from tests import helpers
-from tests.integration.test_api_helpers import api, problem
+from tests.support import helpers
+from tests.support.clients import api, problem
 from workflows.models import WorkflowDefinition
 
 pytestmark = pytest.mark.django_db

@@ -3,29 +3,19 @@ and events, with keyset pagination."""
 
 from __future__ import annotations
 
-import threading
+import functools
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.db.models import F
 
 from executions.models import Execution
-from tests import helpers
-from tests.integration.test_api_helpers import api, ok, problem
+from tests.support import factories, helpers
+from tests.support.clients import api, ok, problem
+from tests.support.threads import race
 
 pytestmark = pytest.mark.django_db
-
-
-def _fanout(workspace: Any, items: int = 10, *, failing: tuple[int, ...] = ()) -> str:
-    """A finished fan-out of ``items`` children, the indexes in ``failing`` failed."""
-    helpers.publish(workspace, "child", helpers.FAIL_IF)
-    helpers.publish(workspace, "parent", helpers.fanout_doc())
-    entries = [{"fail": index in failing, "i": index} for index in range(items)]
-    execution = helpers.start(workspace, "parent", {"items": entries})
-    helpers.run_engine()
-    return str(execution.pk)
 
 
 # --- starting -----------------------------------------------------------------------------------
@@ -107,27 +97,17 @@ def test_a_malformed_idempotency_key_is_400(workspace: Any, key: str) -> None:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(60)
 def test_concurrent_idempotent_starts_create_one_execution() -> None:
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "flow", helpers.NOOP)
     client_count = 8
     clients = [api(workspace, "operator", name=f"racer-{n}") for n in range(client_count)]
-    barrier = threading.Barrier(client_count, timeout=20)
-    results: list[tuple[int, str]] = []
 
-    def start(client: Any) -> None:
-        try:
-            barrier.wait()
-            response = client.post("/api/v1/executions", {"workflow": "flow", "input": {"n": 1}}, format="json",
-                                   HTTP_IDEMPOTENCY_KEY="race")
-            results.append((response.status_code, response.json()["id"]))
-        finally:
-            connection.close()
+    def start(client: Any) -> tuple[int, str]:
+        response = client.post("/api/v1/executions", {"workflow": "flow", "input": {"n": 1}}, format="json",
+                               HTTP_IDEMPOTENCY_KEY="race")
+        return response.status_code, response.json()["id"]
 
-    threads = [threading.Thread(target=start, args=(client,)) for client in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    results = race(*[functools.partial(start, client) for client in clients], timeout=30)
     assert len(results) == client_count
     assert sorted(status for status, _ in results) == [200] * (client_count - 1) + [201]
     assert len({execution_id for _, execution_id in results}) == 1
@@ -137,7 +117,7 @@ def test_concurrent_idempotent_starts_create_one_execution() -> None:
 # --- reading ------------------------------------------------------------------------------------
 
 def test_a_fanout_shows_counts_merge_state_steps_and_timings(workspace: Any) -> None:
-    parent = _fanout(workspace, 10, failing=(2, 5))
+    parent = str(helpers.run_fanout(workspace, 10, failing=(2, 5)).pk)
     detail = ok(api(workspace, "viewer").get(f"/api/v1/executions/{parent}"))
     assert detail["status"] == "FAILED"
     assert detail["counts"] == {"PENDING": 0, "RUNNING": 0, "SUCCEEDED": 8, "FAILED": 2, "CANCELLED": 0,
@@ -154,7 +134,7 @@ def test_a_fanout_shows_counts_merge_state_steps_and_timings(workspace: Any) -> 
 
 
 def test_a_child_shows_its_lineage_input_and_output(workspace: Any) -> None:
-    parent = _fanout(workspace, 3)
+    parent = str(helpers.run_fanout(workspace, 3).pk)
     client = api(workspace, "viewer")
     child = ok(client.get(f"/api/v1/executions/{parent}/children"))["results"][1]
     assert child["parent"] == parent and child["root"] == parent
@@ -167,7 +147,7 @@ def test_a_child_shows_its_lineage_input_and_output(workspace: Any) -> None:
 
 
 def test_children_come_in_item_order_and_filter_by_status(workspace: Any) -> None:
-    parent = _fanout(workspace, 25, failing=(3, 11, 19, 20))
+    parent = str(helpers.run_fanout(workspace, 25, failing=(3, 11, 19, 20)).pk)
     client = api(workspace, "viewer")
     seen, url = [], f"/api/v1/executions/{parent}/children?limit=7"
     while url:
@@ -185,7 +165,7 @@ def test_children_come_in_item_order_and_filter_by_status(workspace: Any) -> Non
 
 
 def test_the_execution_list_filters_and_pages_newest_first(workspace: Any) -> None:
-    parent = _fanout(workspace, 12, failing=(0,))
+    parent = str(helpers.run_fanout(workspace, 12, failing=(0,)).pk)
     helpers.publish(workspace, "flow", helpers.NOOP)
     lone = str(helpers.start(workspace, "flow", {}).pk)
     client = api(workspace, "viewer")
@@ -212,7 +192,7 @@ def test_the_execution_list_filters_and_pages_newest_first(workspace: Any) -> No
 
 
 def test_events_are_paged_oldest_first(workspace: Any) -> None:
-    parent = _fanout(workspace, 2)
+    parent = str(helpers.run_fanout(workspace, 2).pk)
     client = api(workspace, "viewer")
     ids, url = [], f"/api/v1/executions/{parent}/events?limit=2"
     while url:
@@ -234,7 +214,7 @@ def test_bad_list_parameters_are_400_naming_them(workspace: Any, query: str) -> 
 
 @pytest.mark.parametrize("cursor", ["WyJmYW4iLCAiMyJd", "WyJmYW4iLCAxMDAwMDAwMDAwMDAwXQ", "WzFd"])
 def test_a_forged_children_cursor_is_400(workspace: Any, cursor: str) -> None:
-    parent = _fanout(workspace, 1)
+    parent = str(helpers.run_fanout(workspace, 1).pk)
     body = problem(api(workspace, "viewer").get(f"/api/v1/executions/{parent}/children?cursor={cursor}"), 400)
     assert body["errors"][0]["field"] == "cursor"
 

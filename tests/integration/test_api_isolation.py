@@ -7,20 +7,18 @@ from typing import Any
 import pytest
 
 from executions.models import Destination, Execution
-from tests import handlers, helpers
-from tests.integration.test_api_helpers import api, ok, problem
+from tests.support import handlers, helpers
+from tests.support.clients import api, ok, problem
 from workflows.models import AuditEvent, WorkflowDefinition
 
 pytestmark = pytest.mark.django_db
-
-FLAKY = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}}}}
 
 
 @pytest.fixture
 def theirs(other_workspace: Any) -> dict[str, str]:
     """Another workspace's objects: a failed fan-out (with a failed child), a destination."""
     handlers.set_flaky(True)
-    helpers.publish(other_workspace, "child", FLAKY)
+    helpers.publish(other_workspace, "child", helpers.FLAKY)
     version = helpers.publish(other_workspace, "secret-flow", helpers.fanout_doc())
     parent = helpers.start(other_workspace, "secret-flow", {"items": [{"fail": True}, {"fail": False}]},
                            idempotency_key="shared-key")

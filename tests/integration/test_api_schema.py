@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
 
 from executions.api import converters
 from executions.models import Execution
-from tests import helpers
+from tests.support import helpers
 from workflows.access import create_token
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests import helpers
-from tests.integration.test_api_helpers import api, ok, problem
+from tests.support import helpers
+from tests.support.clients import api, ok, problem
 from workflows.models import WorkflowDefinition, WorkflowVersion
 
 pytestmark = pytest.mark.django_db

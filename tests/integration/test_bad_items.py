@@ -8,7 +8,7 @@ import pytest
 
 from executions import services
 from executions.models import Execution
-from tests import helpers
+from tests.support import helpers
 from workflows.errors import Conflict
 
 ECHO = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.echo", "input": "$.input"}}}

@@ -13,7 +13,7 @@ from django.db import connection
 from executions import fanout, services, state
 from executions.models import Execution, Step
 from executions.worker import Drain
-from tests import helpers
+from tests.support import factories, helpers
 
 OPEN = ("PENDING", "RUNNING")
 OPEN_STEPS = ("READY", "RUNNING", "WAITING")
@@ -44,7 +44,7 @@ def descendants_left_to_run(root: Execution) -> tuple[int, int]:
 @pytest.mark.timeout(120)
 def test_a_cancel_during_spawning_leaves_nothing_to_run(settings):
     settings.SB = {**settings.SB, "SPAWN_BATCH": 50}
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "child", SLOW_CHILD)
     helpers.publish(workspace, "parent", helpers.fanout_doc())
     parent = helpers.start(workspace, "parent", {"items": list(range(4000))})

@@ -44,7 +44,7 @@ import executions.worker  # everything a worker process loads
 from executions import services
 from executions.handlers import registry
 from executions.models import Destination, Execution, Step
-from tests import helpers
+from tests.support import factories, helpers
 from workflows.access import create_token
 from workflows.models import Membership, Plan, Role, Workspace
 

@@ -5,21 +5,12 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from executions import destinations, engine, leases, outcomes
+from executions import destinations, engine, outcomes
 from executions.models import Destination, Step
-from tests import helpers
+from tests.support import helpers
 from workflows.errors import Invalid
 
 pytestmark = pytest.mark.django_db
-
-
-def claim(limit: int = 100) -> list[leases.ClaimedStep]:
-    with transaction.atomic(), connection.cursor() as cursor:
-        return leases.claim(cursor, limit)
-
-
-def http_doc(destination: str) -> dict:
-    return {"start": "call", "vertices": {"call": {"type": "HTTP", "destination": destination, "path": "/ok"}}}
 
 
 def running(destination: Destination) -> int:
@@ -29,43 +20,43 @@ def running(destination: Destination) -> int:
 def test_no_more_steps_than_free_slots_are_claimed(workspace):
     api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
                                      concurrency_limit=3)
-    helpers.publish(workspace, "call", http_doc("api"))
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
     for _ in range(10):
         helpers.start(workspace, "call", {})
-    first = claim()
+    first = helpers.claim()
     assert len(first) == 3 and {c.destination_id for c in first} == {api.pk}
-    assert claim() == [], "a saturated destination's steps stay READY: waiting, not failed"
+    assert helpers.claim() == [], "a saturated destination's steps stay READY: waiting, not failed"
     waiting = Step.objects.filter(destination=api, status="READY")
     assert waiting.count() == 7 and set(waiting.values_list("attempt", flat=True)) == {1}
 
     with transaction.atomic(), connection.cursor() as cursor:  # one finishes: its slot frees
         [run] = engine.load_runs(cursor, [first[0]])
         engine.commit(cursor, [(run, outcomes.succeeded({"ok": True}))])
-    assert len(claim()) == 1
+    assert len(helpers.claim()) == 1
     assert running(api) == 3
 
 
 def test_raising_the_limit_takes_effect_at_the_next_claim(workspace):
     api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
                                      concurrency_limit=2)
-    helpers.publish(workspace, "call", http_doc("api"))
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
     for _ in range(10):
         helpers.start(workspace, "call", {})
-    assert len(claim()) == 2
+    assert len(helpers.claim()) == 2
     destinations.update_destination(api, concurrency_limit=5)
-    assert len(claim()) == 3
+    assert len(helpers.claim()) == 3
     destinations.update_destination(api, concurrency_limit=None)
-    assert len(claim()) == 5, "empty means unlimited"
+    assert len(helpers.claim()) == 5, "empty means unlimited"
 
 
 def test_a_limit_of_zero_pauses_a_destination(workspace):
     api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
                                      concurrency_limit=0)
-    helpers.publish(workspace, "call", http_doc("api"))
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
     helpers.start(workspace, "call", {})
-    assert claim() == []
+    assert helpers.claim() == []
     destinations.update_destination(api, concurrency_limit=1)
-    assert len(claim()) == 1
+    assert len(helpers.claim()) == 1
 
 
 def test_a_saturated_destination_never_blocks_other_work(workspace):
@@ -73,16 +64,16 @@ def test_a_saturated_destination_never_blocks_other_work(workspace):
                                       concurrency_limit=1)
     fast = Destination.objects.create(workspace=workspace, name="fast", base_url="http://127.0.0.1:9",
                                       concurrency_limit=10)
-    helpers.publish(workspace, "slow-call", http_doc("slow"))
-    helpers.publish(workspace, "fast-call", http_doc("fast"))
+    helpers.publish(workspace, "slow-call", helpers.http_doc("slow"))
+    helpers.publish(workspace, "fast-call", helpers.http_doc("fast"))
     helpers.publish(workspace, "noop", helpers.NOOP)
     for _ in range(20):
         helpers.start(workspace, "slow-call", {})
-    assert len(claim()) == 1  # slow is now saturated, with 19 steps waiting for it
+    assert len(helpers.claim()) == 1  # slow is now saturated, with 19 steps waiting for it
     for _ in range(5):
         helpers.start(workspace, "fast-call", {})
         helpers.start(workspace, "noop", {})
-    claimed = claim()
+    claimed = helpers.claim()
     assert sorted(c.destination_id or 0 for c in claimed) == [0] * 5 + [fast.pk] * 5
     assert Step.objects.filter(destination=slow, status="READY").count() == 19
 
@@ -90,33 +81,33 @@ def test_a_saturated_destination_never_blocks_other_work(workspace):
 def test_a_lost_workers_slot_returns_when_its_lease_expires(workspace):
     api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
                                      concurrency_limit=2)
-    helpers.publish(workspace, "call", http_doc("api"))
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
     for _ in range(4):
         helpers.start(workspace, "call", {})
-    assert len(claim()) == 2 and claim() == []
+    assert len(helpers.claim()) == 2 and helpers.claim() == []
     with connection.cursor() as cursor:  # the worker holding both slots died
         cursor.execute("UPDATE executions_step SET lease_expires_at = now() - interval '1 second' "
                        "WHERE status = 'RUNNING'")
     assert engine.reap() == (2, 0)
     assert running(api) == 0
-    assert len(claim()) == 2
+    assert len(helpers.claim()) == 2
 
 
 def test_a_request_rate_limit_spends_tokens(workspace):
     api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
                                      rate_per_second=2)
-    helpers.publish(workspace, "call", http_doc("api"))
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
     for _ in range(6):
         helpers.start(workspace, "call", {})
     with connection.cursor() as cursor:  # a full bucket after a long idle: burst = one second's worth
         cursor.execute("UPDATE executions_destination SET rate_tokens = 0, "
                        "rate_updated_at = now() - interval '1 hour' WHERE id = %s", [api.pk])
-    assert len(claim()) == 2
-    assert claim() == [], "the bucket is empty until time refills it"
+    assert len(helpers.claim()) == 2
+    assert helpers.claim() == [], "the bucket is empty until time refills it"
     with connection.cursor() as cursor:
         cursor.execute("UPDATE executions_destination SET rate_updated_at = rate_updated_at - interval '1 second' "
                        "WHERE id = %s", [api.pk])
-    assert len(claim()) == 2
+    assert len(helpers.claim()) == 2
 
 
 @pytest.mark.parametrize(("fields", "field"), [

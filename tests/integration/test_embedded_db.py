@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from schemabridge_site import embedded_db
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 START = "from pathlib import Path; from schemabridge_site import embedded_db as e; " \
         "s = e.ensure_running(Path({path!r})); print(s.socket_dir, s.port)"
 

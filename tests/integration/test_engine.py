@@ -6,35 +6,20 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
 
 from executions import engine, leases, services
 from executions.models import Destination, Event, Execution, Step
-from executions.runs import StepRun
-from tests import handlers, helpers
-from tests.httpserver import serve
+from tests.support import factories, handlers, helpers
+from tests.support.httpserver import serve
+from tests.support.threads import race
 from workflows.dsl.ast import Retry
 from workflows.errors import Conflict
 
 pytestmark = pytest.mark.django_db
-
-
-def claim(limit: int = 100) -> list[StepRun]:
-    with transaction.atomic(), connection.cursor() as cursor:
-        return engine.load_runs(cursor, leases.claim(cursor, limit))
-
-
-def commit(results):
-    with transaction.atomic(), connection.cursor() as cursor:
-        return engine.commit(cursor, results)
-
-
-def expire_lease(step_id: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE executions_step SET lease_expires_at = now() - interval '1 second' WHERE id = %s",
-                       [step_id])
 
 
 def seconds_until_due(step: Step) -> float:
@@ -47,30 +32,18 @@ def seconds_until_due(step: Step) -> float:
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_claimers_never_claim_the_same_step():
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "noop", helpers.NOOP)
     for i in range(300):
         helpers.start(workspace, "noop", {"i": i})
-    claimed: list[list[int]] = [[] for _ in range(4)]
-    barrier = threading.Barrier(4)
 
-    def claimer(slot: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            while True:
-                with transaction.atomic(), connection.cursor() as cursor:
-                    batch = leases.claim(cursor, 25)
-                if not batch:
-                    return
-                claimed[slot] += [step.step_id for step in batch]
-        finally:
-            connection.close()
+    def claimer() -> list[int]:
+        claimed: list[int] = []
+        while batch := helpers.claim(25):
+            claimed += [step.step_id for step in batch]
+        return claimed
 
-    threads = [threading.Thread(target=claimer, args=(slot,)) for slot in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    claimed = race(claimer, claimer, claimer, claimer)
     everything = [step_id for ids in claimed for step_id in ids]
     assert len(everything) == len(set(everything)) == 300
     assert sum(1 for ids in claimed if ids) >= 2, "the claimers did not actually run concurrently"
@@ -81,7 +54,7 @@ def test_concurrent_claimers_never_claim_the_same_step():
 def test_a_claim_gets_a_fresh_token_and_a_database_time_lease(workspace):
     helpers.publish(workspace, "noop", helpers.NOOP)
     execution = helpers.start(workspace, "noop", {})
-    [run] = claim()
+    [run] = helpers.claim_runs()
     step = Step.objects.get(pk=run.step_id)
     assert step.status == "RUNNING" and step.lease_token == run.claimed.lease_token
     assert step.leased_by == leases.worker_label()
@@ -96,22 +69,22 @@ def test_a_claim_gets_a_fresh_token_and_a_database_time_lease(workspace):
 def test_a_stale_workers_result_is_fenced_off_and_noted(workspace):
     helpers.publish(workspace, "rec", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.record"}}})
     execution = helpers.start(workspace, "rec", {})
-    [stale] = claim()
+    [stale] = helpers.claim_runs()
     stale_outcome = engine.execute(stale)
 
-    expire_lease(stale.step_id)
+    helpers.expire_lease(stale.step_id)
     assert engine.reap() == (1, 0)
     step = helpers.step(execution, "t")
     assert step.status == "READY" and step.attempt == 2 and step.lease_expiries == 1
 
-    [current] = claim()
+    [current] = helpers.claim_runs()
     assert current.claimed.lease_token != stale.claimed.lease_token
-    discarded = commit([(stale, stale_outcome)])
+    discarded = helpers.commit([(stale, stale_outcome)])
     assert [run.step_id for run in discarded] == [stale.step_id]
     assert helpers.step(execution, "t").status == "RUNNING", "a stale result must not move the step"
     assert Event.objects.filter(execution_id=execution.pk, message__startswith="discarded a late result").count() == 1
 
-    assert commit([(current, engine.execute(current))]) == []
+    assert helpers.commit([(current, engine.execute(current))]) == []
     execution = helpers.refresh(execution)
     assert execution.status == "SUCCEEDED"
     assert helpers.step(execution, "t").attempt == 2
@@ -122,24 +95,24 @@ def test_expired_leases_are_reaped_then_the_step_fails_after_its_attempts(worksp
     helpers.publish(workspace, "poison", doc)
     execution = helpers.start(workspace, "poison", {})
     for expected_attempt in (1, 2):
-        [run] = claim()
+        [run] = helpers.claim_runs()
         assert run.attempt == expected_attempt
-        expire_lease(run.step_id)  # the worker "died" holding it
+        helpers.expire_lease(run.step_id)  # the worker "died" holding it
         engine.reap()
     step = helpers.step(execution, "t")
     assert step.status == "FAILED"
     assert step.error == "lease expired 2 times (its worker was lost each time); gave up after 2 attempts"
     execution = helpers.refresh(execution)
     assert execution.status == "FAILED" and "lease expired 2 times" in execution.error
-    assert claim() == []
+    assert helpers.claim_runs() == []
 
 
 def test_heartbeat_keeps_only_leases_still_held(workspace):
     helpers.publish(workspace, "noop", helpers.NOOP)
     helpers.start(workspace, "noop", {})
     helpers.start(workspace, "noop", {})
-    first, second = claim()
-    expire_lease(second.step_id)
+    first, second = helpers.claim_runs()
+    helpers.expire_lease(second.step_id)
     engine.reap()
     with connection.cursor() as cursor:
         kept = leases.heartbeat(cursor, [first.claimed.lease, second.claimed.lease])
@@ -209,7 +182,7 @@ def test_backoff_formula_and_jitter_bounds():
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(60)
 def test_a_step_past_its_timeout_fails_its_attempt():
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     doc = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.sleep", "timeoutSeconds": 0.3,
                                             "retry": {"maxAttempts": 1}}}}
     helpers.publish(workspace, "slow", doc)
@@ -387,27 +360,13 @@ def test_an_idempotency_key_returns_the_same_execution_and_refuses_a_different_r
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_starts_with_one_key_create_one_execution():
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "noop", helpers.NOOP)
-    barrier = threading.Barrier(8)
-    results, errors = [], []
 
-    def start() -> None:
-        try:
-            barrier.wait(timeout=10)
-            results.append(services.start_execution(workspace, workflow="noop", input={"a": 1},
-                                                    idempotency_key="same"))
-        except Exception as error:  # asserted below
-            errors.append(error)
-        finally:
-            connection.close()
+    def start() -> Any:
+        return services.start_execution(workspace, workflow="noop", input={"a": 1}, idempotency_key="same")
 
-    threads = [threading.Thread(target=start) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert errors == []
+    results = race(*[start] * 8)  # any error in a thread is raised here
     assert len({r.execution.pk for r in results}) == 1 and sum(r.created for r in results) == 1
     assert Execution.objects.count() == 1 and Step.objects.count() == 1
 
@@ -436,7 +395,7 @@ def test_cancel_cascades_to_non_terminal_descendants_but_not_chained_work(worksp
 
 
 def test_quota_counts_top_level_starts(workspace):
-    small = helpers.make_workspace("tiny", quota=2)
+    small = factories.make_workspace("tiny", quota=2)
     helpers.publish(small, "noop", helpers.NOOP)
     helpers.start(small, "noop", {})
     helpers.start(small, "noop", {})
@@ -462,8 +421,8 @@ def test_handlers_see_attempts_and_a_stable_key(workspace):
     handlers.calls.clear()
     helpers.publish(workspace, "rec", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.record"}}})
     execution = helpers.start(workspace, "rec", {})
-    [run] = claim()
-    expire_lease(run.step_id)
+    [run] = helpers.claim_runs()
+    helpers.expire_lease(run.step_id)
     engine.reap()
     helpers.run_engine()
     assert [(c[1], c[2]) for c in handlers.calls] == [("t", 2)]
@@ -528,7 +487,7 @@ def test_an_execution_is_shown_running_once_it_visibly_runs(workspace):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(60)
 def test_a_long_running_step_shows_its_execution_running_while_it_runs():
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "slow", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.sleep"}}})
     execution = helpers.start(workspace, "slow", {"seconds": 2})
     seen: list[str] = []

@@ -12,7 +12,8 @@ from django.db import connection, transaction
 
 from executions import engine, fanout, leases, payloads, selectors, services, versions
 from executions.models import Execution, FanOut, Step
-from tests import handlers, helpers
+from tests.support import factories, handlers, helpers
+from tests.support.threads import race
 from workflows.errors import Conflict
 
 pytestmark = pytest.mark.django_db
@@ -39,13 +40,6 @@ def crash_after(monkeypatch: pytest.MonkeyPatch, batches: int, error: BaseExcept
     return calls
 
 
-def expire_and_reap() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE executions_step SET lease_expires_at = now() - interval '1 second' "
-                       "WHERE status = 'RUNNING'")
-    engine.reap()
-
-
 def child_keys(parent: Execution) -> list[int]:
     return list(Execution.objects.filter(parent=parent).order_by("item_index").values_list("item_index", flat=True))
 
@@ -67,7 +61,7 @@ def test_a_redelivered_spawner_resumes_at_its_cursor_without_duplicates(workspac
     assert Execution.objects.filter(parent=parent).count() == 750
 
     monkeypatch.undo()
-    expire_and_reap()
+    helpers.lose_leases()
     helpers.run_engine()
     parent = helpers.refresh(parent)
     assert parent.status == "SUCCEEDED", parent.error
@@ -94,7 +88,7 @@ def test_children_stay_pinned_to_the_version_resolved_at_spawn_time(workspace, m
     v2 = helpers.publish(workspace, "child", {"start": "t", "vertices": {"t": {"type": "TASK",
                                                                                "handler": "demo.echo"}}})
     assert v2.pk != v1.pk
-    expire_and_reap()
+    helpers.lose_leases()
     helpers.run_engine()
     versions = set(Execution.objects.filter(parent=parent).values_list("version_id", flat=True))
     assert versions == {v1.pk}
@@ -165,7 +159,7 @@ def test_an_unknown_target_workflow_fails_the_spawner_visibly(workspace):
 @pytest.mark.django_db(transaction=True)
 def test_two_spawners_racing_over_the_same_list_create_each_child_once(settings):
     settings.SB = {**settings.SB, "SPAWN_BATCH": 100}
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "child", helpers.NOOP)
     helpers.publish(workspace, "parent", helpers.fanout_doc())
     parent = helpers.start(workspace, "parent", {"items": list(range(1500))})
@@ -174,25 +168,15 @@ def test_two_spawners_racing_over_the_same_list_create_each_child_once(settings)
         fanout._plan(cursor, run, run.vertex)
     target = versions.get(FanOut.objects.get(step_id=run.step_id).target_version_id)
     start_vertex = target.workflow.vertices[target.workflow.start]
-    barrier = threading.Barrier(2)
     created: list[int] = []
 
     def racer(order: range) -> None:
-        try:
-            barrier.wait(timeout=10)
-            for lo in order:
-                with transaction.atomic(), connection.cursor() as cursor:
-                    created.append(fanout._insert_batch(cursor, run, run.vertex, target, start_vertex, lo,
-                                                        min(lo + 100, 1500)))
-        finally:
-            connection.close()
+        for lo in order:
+            with transaction.atomic(), connection.cursor() as cursor:
+                created.append(fanout._insert_batch(cursor, run, run.vertex, target, start_vertex, lo,
+                                                    min(lo + 100, 1500)))
 
-    threads = [threading.Thread(target=racer, args=(range(0, 1500, 100),)),
-               threading.Thread(target=racer, args=(range(1400, -1, -100),))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    race(lambda: racer(range(0, 1500, 100)), lambda: racer(range(1400, -1, -100)))
     assert sum(created) == 1500
     assert Execution.objects.filter(parent=parent).count() == 1500
     assert Step.objects.filter(execution__parent=parent).count() == 1500
@@ -202,7 +186,7 @@ def test_two_spawners_racing_over_the_same_list_create_each_child_once(settings)
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("first_commits", [False, True])
 def test_a_racing_insert_waits_on_the_key_and_ends_with_one_child(first_commits):
-    workspace = helpers.default_workspace()
+    workspace = factories.default_workspace()
     helpers.publish(workspace, "child", helpers.NOOP)
     helpers.publish(workspace, "parent", helpers.fanout_doc())
     parent = helpers.start(workspace, "parent", {"items": [42]})
@@ -262,12 +246,7 @@ def test_a_racing_insert_waits_on_the_key_and_ends_with_one_child(first_commits)
 
 def merge_run(workspace, *, failures: int, total: int = 100, config: dict | None = None) -> Execution:
     handlers.set_flaky(True)
-    helpers.publish(workspace, "child", FLAKY)
-    helpers.publish(workspace, "parent", helpers.fanout_doc(merge_config=config))
-    items = [{"i": i, "fail": i < failures} for i in range(total)]
-    parent = helpers.start(workspace, "parent", {"items": items})
-    helpers.run_engine()
-    return helpers.refresh(parent)
+    return helpers.run_fanout(workspace, total, failing=range(failures), child=FLAKY, merge_config=config)
 
 
 def test_default_merge_fails_on_any_failed_child(workspace):
@@ -372,7 +351,7 @@ def test_without_fail_fast_the_merge_waits_for_every_child(workspace):
 # --- quota -------------------------------------------------------------------------------------------
 
 def test_quota_refusal_creates_no_child_and_a_retry_resumes_after_raising_it(workspace):
-    small = helpers.make_workspace("small", quota=100)
+    small = factories.make_workspace("small", quota=100)
     helpers.publish(small, "child", helpers.NOOP)
     helpers.publish(small, "parent", helpers.fanout_doc())
     parent = helpers.start(small, "parent", {"items": list(range(150))})
@@ -392,24 +371,15 @@ def test_quota_refusal_creates_no_child_and_a_retry_resumes_after_raising_it(wor
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_fanouts_cannot_both_pass_on_the_same_remaining_quota():
-    small = helpers.make_workspace("racing", quota=102)
+    small = factories.make_workspace("racing", quota=102)
     helpers.publish(small, "child", helpers.NOOP)
     helpers.publish(small, "parent", helpers.fanout_doc())
     parents = [helpers.start(small, "parent", {"items": list(range(60))}) for _ in range(2)]
-    barrier = threading.Barrier(2)
 
     def drain() -> None:
-        try:
-            barrier.wait(timeout=10)
-            helpers.run_engine(batch=1)
-        finally:
-            connection.close()
+        helpers.run_engine(batch=1)
 
-    threads = [threading.Thread(target=drain) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    race(drain, drain, timeout=120)
     spawners = [helpers.step(parent, "fan") for parent in parents]
     assert sorted(s.status for s in spawners) == ["FAILED", "SUCCEEDED"]
     refused = next(s for s in spawners if s.status == "FAILED")

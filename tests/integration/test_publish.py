@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import io
 import json
-import threading
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
-from tests import helpers
+from tests.support import factories
+from tests.support.threads import race
 from workflows import dsl
 from workflows.models import WorkflowDefinition, WorkflowVersion
 from workflows.services import publish_version
@@ -65,25 +66,12 @@ def test_a_version_cannot_be_updated_even_from_raw_sql(workspace):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_identical_publishes_create_one_version():
-    workspace = helpers.default_workspace()
-    barrier = threading.Barrier(6)
-    results, errors = [], []
+    workspace = factories.default_workspace()
 
-    def publish() -> None:
-        try:
-            barrier.wait(timeout=10)
-            results.append(publish_version(workspace, "raced", DOC))
-        except Exception as error:  # collected and asserted below
-            errors.append(error)
-        finally:
-            connection.close()
+    def publish() -> Any:
+        return publish_version(workspace, "raced", DOC)
 
-    threads = [threading.Thread(target=publish) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert errors == []
+    results = race(*[publish] * 6)  # any error in a thread is raised here
     assert len({r.version.pk for r in results}) == 1
     assert sum(r.created for r in results) == 1
     assert WorkflowVersion.objects.filter(definition__key="raced").count() == 1

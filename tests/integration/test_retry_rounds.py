@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from executions import services
-from tests import helpers
+from tests.support import helpers
 from workflows.dsl import content_hash, parse
 from workflows.dsl.ast import Retry
 

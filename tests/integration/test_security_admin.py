@@ -9,35 +9,17 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
 
-from tests import helpers
-from tests.integration.test_security_helpers import last_audit, make_actor, publish_system
+from tests.support import helpers
+from tests.support.admin import DEFINITIONS, INLINE, add_definition
+from tests.support.claims import last_audit, make_actor, publish_system
+from tests.support.clients import staff
 from workflows import signing
 from workflows.access import create_token
 from workflows.audit import record
 from workflows.models import AuditEvent, Membership, Role, SystemActor, WorkflowDefinition
 
 pytestmark = pytest.mark.django_db
-
-DEFINITIONS = "/admin/workflows/workflowdefinition/"
-INLINE = {"versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0", "versions-MIN_NUM_FORMS": "0",
-          "versions-MAX_NUM_FORMS": "1000"}
-
-
-def staff(workspace: Any, role: str | None, name: str, *, superuser: bool = False) -> Client:
-    user = get_user_model().objects.create_user(name, password="pw", is_staff=True, is_superuser=superuser)
-    if role is not None:
-        Membership.objects.create(user=user, workspace=workspace, role=role)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def add_definition(client: Client, workspace: Any, key: str, doc: Any = helpers.NOOP) -> Any:
-    return client.post(f"{DEFINITIONS}add/", {"workspace": workspace.pk, "key": key, "dsl": json.dumps(doc),
-                                              **INLINE})
-
 
 # --- reserved definitions ---------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from tests.integration.test_security_helpers import make_actor
+from tests.support.claims import make_actor
 from workflows import signing
 from workflows.audit import record
 from workflows.models import AuditEvent, ClaimNonce, SystemActor

@@ -5,18 +5,15 @@ accepted for each protected operation."""
 from __future__ import annotations
 
 import base64
-import threading
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from rest_framework.test import APIClient
 
 from executions.models import Execution
-from tests import handlers, helpers
-from tests.integration.test_api_helpers import api, ok, problem
-from tests.integration.test_security_helpers import (
+from tests.support import handlers, helpers
+from tests.support.claims import (
     Actor,
     claim,
     last_audit,
@@ -27,14 +24,16 @@ from tests.integration.test_security_helpers import (
     signed,
     start_system,
 )
+from tests.support.clients import api, ok, problem, session
+from tests.support.factories import member
+from tests.support.threads import race
 from workflows import actors, claims, signing
 from workflows.access import create_token, revoke_token
-from workflows.models import AuditEvent, ClaimNonce, Membership, WorkflowDefinition
+from workflows.models import AuditEvent, ClaimNonce, WorkflowDefinition
 
 pytestmark = pytest.mark.django_db
 
 PUBLISH = "/api/v1/workflows/system.rollout/versions"
-FLAKY = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}}}}
 WAIT = {"start": "w", "vertices": {"w": {"type": "TIMER", "seconds": 3600}}}
 
 
@@ -146,24 +145,15 @@ def test_racing_replays_are_decided_by_the_unique_constraint(deployer: Actor) ->
     request = claims.HttpRequest("POST", PUBLISH, b"{}")
     header = claim(deployer, "POST", PUBLISH, b"{}")
     names = {name: header["HTTP_" + name.upper().replace("-", "_")] for name in signing.HEADERS}
-    barrier = threading.Barrier(4)
-    outcomes: list[str] = []
 
-    def attempt() -> None:
-        barrier.wait(timeout=10)
+    def attempt() -> str:
         try:
             claims.verify(names.get, request, workspace=None, via="test")
-            outcomes.append("accepted")
+            return "accepted"
         except claims.ClaimRefused as refusal:
-            outcomes.append(str(refusal))
-        finally:
-            connection.close()
+            return str(refusal)
 
-    threads = [threading.Thread(target=attempt) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    outcomes = race(*[attempt] * 4)
     assert sorted(outcomes)[0] == "accepted" and outcomes.count("accepted") == 1, outcomes
     assert all("already used" in outcome for outcome in outcomes if outcome != "accepted")
     assert list(AuditEvent.objects.filter(action="claim").values_list("outcome", flat=True).order_by("outcome")) \
@@ -223,11 +213,8 @@ def test_a_claim_must_come_with_a_token(workspace: Any, deployer: Actor) -> None
     row = refused_claim(signed(APIClient(), deployer, "POST", PUBLISH, helpers.NOOP),
                         "must accompany an API token")
     assert row.detail["via"] == "no credentials"
-    user = get_user_model().objects.create_user("alice", password="pw", is_superuser=True)
-    Membership.objects.create(user=user, workspace=workspace, role="admin")
-    session = APIClient()
-    session.force_login(user)
-    row = refused_claim(signed(session, deployer, "POST", PUBLISH, helpers.NOOP), "must accompany an API token")
+    superuser = session(member(workspace, "admin", "alice", is_superuser=True), APIClient)
+    row = refused_claim(signed(superuser, deployer, "POST", PUBLISH, helpers.NOOP), "must accompany an API token")
     assert row.detail["via"] == "user:alice" and row.workspace == workspace
     assert_nothing_published()
 
@@ -269,7 +256,7 @@ def test_a_claim_on_a_read_is_verified_and_audited(workspace: Any, deployer: Act
 def _failed_system_fanout(workspace: Any) -> tuple[Execution, list[Execution]]:
     """A system fan-out whose merge failed because two of its (system) children failed."""
     handlers.set_flaky(True)
-    publish_system(workspace, "system.child", FLAKY)
+    publish_system(workspace, "system.child", helpers.FLAKY)
     publish_system(workspace, "system.parent", helpers.fanout_doc("system.child"))
     parent = start_system(workspace, "system.parent", {"items": [{"fail": i in (1, 3), "i": i} for i in range(4)]})
     helpers.run_engine()
@@ -334,7 +321,7 @@ def test_a_reserved_version_cannot_be_started_by_its_hash(workspace: Any) -> Non
 
 def test_an_ordinary_execution_in_a_system_tree_is_protected(workspace: Any) -> None:
     handlers.set_flaky(True)
-    helpers.publish(workspace, "child", FLAKY)
+    helpers.publish(workspace, "child", helpers.FLAKY)
     publish_system(workspace, "system.parent", helpers.fanout_doc("child"))
     parent = start_system(workspace, "system.parent", {"items": [{"fail": True}]})
     helpers.run_engine()

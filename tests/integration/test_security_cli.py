@@ -18,16 +18,16 @@ from django.core.management import CommandError, call_command
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from tests import helpers
-from tests.integration.test_api_helpers import api, ok, problem
-from tests.integration.test_security_helpers import as_meta, last_audit, send
+from tests.support import ROOT, helpers
+from tests.support.claims import as_meta, last_audit, send
+from tests.support.clients import api, ok, problem
 from workflows import signing
 from workflows.models import AuditEvent, SystemActor, WorkflowDefinition
 
 pytestmark = pytest.mark.django_db
 
 PUBLISH = "/api/v1/workflows/system.rollout/versions"
-SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "examples" / "sb-claim.sh"
+SCRIPT = ROOT / "docs" / "examples" / "sb-claim.sh"
 
 
 def sb_actor(*args: str) -> str:

@@ -8,17 +8,16 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
-from django.test import Client
 from django.urls import reverse
 
 from executions import services
 from executions.models import Execution, Step
-from tests import helpers
-from tests.integration.test_security_helpers import last_audit, publish_system, start_system
+from tests.support import helpers
+from tests.support.claims import last_audit, publish_system, start_system
+from tests.support.clients import staff
 from workflows.errors import PermissionDenied, ServiceError
-from workflows.models import Membership, Role, WorkflowDefinition
+from workflows.models import Role, WorkflowDefinition
 from workflows.services import publish_version
 
 pytestmark = pytest.mark.django_db
@@ -110,14 +109,6 @@ def test_a_system_workflow_may_spawn_ordinary_children(workspace: Any) -> None:
 
 # --- the operator UI ----------------------------------------------------------------------------
 
-def _ui_client(workspace: Any, role: str, **user: Any) -> Client:
-    account = get_user_model().objects.create_user(f"ui-{role}", password="pw", **user)
-    Membership.objects.create(user=account, workspace=workspace, role=role)
-    client = Client()
-    client.force_login(account)
-    return client
-
-
 @pytest.fixture
 def failed_system_fanout(workspace: Any) -> tuple[Execution, Execution]:
     """A system fan-out whose only child FAILED: (parent, child)."""
@@ -131,7 +122,7 @@ def failed_system_fanout(workspace: Any) -> tuple[Execution, Execution]:
 def test_the_ui_refuses_operator_actions_on_system_executions_with_the_reason(
         workspace: Any, failed_system_fanout: tuple[Execution, Execution]) -> None:
     parent, child = failed_system_fanout
-    client = _ui_client(workspace, Role.ADMIN, is_superuser=True, is_staff=True)
+    client = staff(workspace, Role.ADMIN, "ui-admin", superuser=True)
     posts = [
         ("execution.retry", reverse("ui:execution-retry", args=[child.pk])),
         ("step.retry", reverse("ui:step-retry", args=[child.pk, "t"])),
@@ -182,7 +173,7 @@ def test_the_reserved_patterns_are_a_setting(workspace: Any, settings: Any) -> N
 
 def test_the_ui_shows_no_action_buttons_on_system_executions_and_says_why(
         workspace: Any, failed_system_fanout: tuple[Execution, Execution]) -> None:
-    client = _ui_client(workspace, Role.ADMIN, is_superuser=True, is_staff=True)
+    client = staff(workspace, Role.ADMIN, "ui-admin", superuser=True)
     for execution in failed_system_fanout:
         page = client.get(reverse("ui:execution-detail", args=[execution.pk])).content.decode()
         assert "only a signed system actor may retry or cancel it" in page

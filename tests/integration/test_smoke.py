@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests import helpers
+from tests.support import helpers
 
 pytestmark = pytest.mark.django_db
 

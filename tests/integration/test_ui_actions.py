@@ -3,7 +3,6 @@ or refused, with the reason) and goes through the same services as the API."""
 
 from __future__ import annotations
 
-import html
 import uuid
 
 import pytest
@@ -11,8 +10,8 @@ from django.urls import reverse
 
 from demo import workflows as demo_workflows
 from executions.models import Execution, Step
-from tests import helpers
-from tests.integration.conftest import client_for
+from tests.support import helpers
+from tests.support.clients import client_for, text
 from workflows.models import AuditEvent, Role
 
 pytestmark = pytest.mark.django_db
@@ -20,19 +19,9 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-
-
-
-
-
-
 @pytest.fixture
 def failed_fanout(workspace) -> Execution:
-    helpers.publish(workspace, "child", helpers.FAIL_IF)
-    helpers.publish(workspace, "parent", helpers.fanout_doc())
-    execution = helpers.start(workspace, "parent", {"items": [{"fail": i in (2, 5)} for i in range(8)]})
-    helpers.run_engine()
-    return helpers.refresh(execution)
+    return helpers.run_fanout(workspace, 8, failing=(2, 5))
 
 
 def url(name: str, *args) -> str:
@@ -48,7 +37,7 @@ def test_operator_retries_one_failed_child(operator, failed_fanout):
     response = operator.post(url("execution-retry", child.pk), **HTMX)
     assert response.status_code == 200
     assert response["HX-Trigger"] == "sb-changed"  # live fragments refresh themselves
-    assert "Retried child #5" in html.unescape(response.content.decode())
+    assert "Retried child #5" in text(response)
     assert helpers.refresh(child).status == "PENDING"
     assert helpers.refresh(child).attempt == 2
     assert helpers.refresh(failed_fanout).status == "RUNNING"  # its merge re-opened (redrive)
@@ -72,7 +61,7 @@ def test_a_viewer_is_refused_and_the_refusal_is_audited(viewer, failed_fanout):
     assert response.status_code == 403
     assert response["HX-Retarget"] == "#flash"
     message = "the viewer role cannot retry executions; it needs operator or above"
-    assert message in html.unescape(response.content.decode())
+    assert message in text(response)
     assert helpers.refresh(child).status == "FAILED"
     assert audits("execution.retry") == [("user:view", "refused", message)]
     for action_url in [url("execution-cancel", failed_fanout.pk), url("retry-failed-children", failed_fanout.pk, "fan"),
@@ -101,7 +90,7 @@ def test_refusals_are_4xx_with_the_service_message(operator, failed_fanout, work
     succeeded = Execution.objects.get(parent=failed_fanout, item_index=0)
     response = operator.post(url("execution-retry", succeeded.pk), **HTMX)
     assert response.status_code == 409
-    assert "only a FAILED execution can be retried; this one is SUCCEEDED" in html.unescape(response.content.decode())
+    assert "only a FAILED execution can be retried; this one is SUCCEEDED" in text(response)
     unknown = uuid.uuid4()
     response = operator.post(url("execution-retry", unknown), **HTMX)
     assert response.status_code == 404
@@ -148,5 +137,5 @@ def test_without_htmx_an_action_redirects_back_with_a_message(operator, failed_f
     child = Execution.objects.get(parent=failed_fanout, item_index=2)
     response = operator.post(url("execution-retry", child.pk), follow=True)
     assert response.redirect_chain == [(url("execution-detail", child.pk), 302)]
-    assert "Retried child #2" in html.unescape(response.content.decode())
+    assert "Retried child #2" in text(response)
 

@@ -3,16 +3,14 @@ record of who changed what, destination creation, and the demo ledger's switch."
 
 from __future__ import annotations
 
-import html
-
 import pytest
 from django.urls import reverse
 
 from demo import ledger as demo_ledger
 from demo import workflows as demo_workflows
 from executions.models import Destination
-from tests import helpers
-from tests.integration.conftest import client_for
+from tests.support import helpers
+from tests.support.clients import client_for, text
 from workflows.models import AuditEvent, Role
 
 pytestmark = pytest.mark.django_db
@@ -20,18 +18,10 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-
-
-
-
 @pytest.fixture
 def ledger(workspace) -> Destination:
     demo_workflows.load(workspace, base_url="http://127.0.0.1:9")
     return Destination.objects.get(workspace=workspace, name="demo-ledger")
-
-
-def text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def limit_url(destination) -> str:

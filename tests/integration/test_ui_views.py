@@ -4,11 +4,9 @@ and bounded queries."""
 
 from __future__ import annotations
 
-import html as html_module
 import uuid
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -17,9 +15,10 @@ from django.urls import reverse
 from demo import workflows as demo_workflows
 from executions.models import Destination, Execution
 from executions.ui import queries
-from tests import helpers
-from tests.integration.conftest import client_for
-from workflows.models import Membership, Role
+from tests.support import helpers
+from tests.support.clients import client_for, text
+from tests.support.factories import member
+from workflows.models import Role
 
 pytestmark = pytest.mark.django_db
 
@@ -31,26 +30,12 @@ def items(n: int) -> list[dict]:
     return [{"i": i, "fail": i in FAILING} for i in range(n)]
 
 
-
-
-
-
-
-
 @pytest.fixture
 def failed_fanout(workspace) -> Execution:
     """A parent whose strict merge failed: 20 children, 3 of them FAILED."""
-    helpers.publish(workspace, "child", helpers.FAIL_IF)
-    helpers.publish(workspace, "parent", STRICT)
-    execution = helpers.start(workspace, "parent", {"items": items(20)}, idempotency_key="nightly-2026-01-31")
-    helpers.run_engine()
-    execution = helpers.refresh(execution)
+    execution = helpers.run_fanout(workspace, 20, failing=FAILING, idempotency_key="nightly-2026-01-31")
     assert execution.status == "FAILED"
     return execution
-
-
-def text(response) -> str:
-    return html_module.unescape(response.content.decode())
 
 
 def detail(execution, name="execution-detail", *args) -> str:
@@ -75,8 +60,7 @@ def test_an_expired_session_sends_htmx_polls_to_the_login_page(failed_fanout):
 
 
 def test_logging_in_lands_on_the_executions_list(workspace):
-    user = get_user_model().objects.create_user("alice", password="correct horse")
-    Membership.objects.create(user=user, workspace=workspace, role=Role.VIEWER)
+    member(workspace, Role.VIEWER, "alice", password="correct horse")
     client = Client()
     assert b'name="password"' in client.get("/accounts/login/").content
     refused = client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
@@ -213,10 +197,7 @@ def test_live_fragments_poll_and_answer_204_when_unchanged(operator, workspace):
 
 
 def test_children_table_filters_sorts_and_pages(operator, workspace):
-    helpers.publish(workspace, "child", helpers.FAIL_IF)
-    helpers.publish(workspace, "parent", STRICT)
-    execution = helpers.start(workspace, "parent", {"items": items(120)})
-    helpers.run_engine()
+    execution = helpers.run_fanout(workspace, 120, failing=FAILING)
     url = detail(execution, "execution-children", "fan")
 
     def rows(**params) -> list[tuple[int, str]]:

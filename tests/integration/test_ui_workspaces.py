@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests import helpers
-from tests.integration.conftest import client_for
+from tests.support import helpers
+from tests.support.clients import client_for
 from workflows.models import Membership, Role
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ assignments. Rows are inserted without a status: the database default gives the 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT
+
 ALLOWED = {ROOT / "executions" / "state.py"}
 PACKAGES = ["executions", "workflows", "schemabridge_site"]
 

@@ -1,5 +1,5 @@
-"""Helpers shared by the security tests (this module holds no tests): system actors with
-their private keys, signed requests, and system workflows set up without the API."""
+"""System actors with their private keys, signed requests (claims), system workflows set up
+without the API, and the audit log they leave."""
 
 from __future__ import annotations
 

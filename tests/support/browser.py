@@ -1,7 +1,7 @@
 """Browser fixtures: Debian's chromium driven by Playwright against pytest-django's live
 server (real HTTP, real static files, the test database).
 
-Test modules load these with ``pytest_plugins = ["tests.e2e.browser"]`` (and import
+Test modules load these with ``pytest_plugins = ["tests.support.browser"]`` (and import
 nothing else from here: the plugin must be imported by pytest first). Screenshots go to
 ``artifacts/screenshots/`` (git-ignored).
 """
@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connections
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests import helpers
-from workflows.models import Membership, Role
+from tests.support import ARTIFACTS
+from tests.support.factories import default_workspace, member
+from workflows.models import Role
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+SCREENSHOTS = ARTIFACTS / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -58,9 +57,7 @@ def page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
 @pytest.fixture
 def operator(transactional_db: Any) -> Any:
     """An operator of the default workspace (the role that may retry, cancel and edit limits)."""
-    user = get_user_model().objects.create_user("oper", password=PASSWORD)
-    Membership.objects.create(user=user, workspace=helpers.default_workspace(), role=Role.OPERATOR)
-    return user
+    return member(default_workspace(), Role.OPERATOR, "oper", password=PASSWORD)
 
 
 class Operator:

@@ -1,0 +1,126 @@
+"""Workflows and the engine, in-process: documents, publishing and starting, running the
+engine until nothing is claimable, claims and leases, and reading back what happened."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Count
+
+from executions import engine, leases, services
+from executions.models import Execution, Step
+from executions.runs import StepRun
+from executions.worker import Drain
+from workflows.models import Workspace
+from workflows.services import publish_version
+
+NOOP = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.noop"}}}
+FAIL_IF = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.fail_if",
+                                            "retry": {"maxAttempts": 1}}}}
+# Fails items with ``fail: true`` while tests.support.handlers' flaky switch is on.
+FLAKY = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}}}}
+
+
+# --- workflows ------------------------------------------------------------------------------------
+
+def publish(workspace: Workspace, key: str, doc: dict[str, Any]) -> Any:
+    return publish_version(workspace, key, doc, author="test").version
+
+
+def fanout_doc(child: str = "child", *, items: str = "$.input.items", merge_config: dict[str, Any] | None = None,
+               item_input: Any = None) -> dict[str, Any]:
+    spawner: dict[str, Any] = {"type": "SPAWNER", "items": items, "workflow": child, "next": "join"}
+    if item_input is not None:
+        spawner["itemInput"] = item_input
+    join: dict[str, Any] = {"type": "MERGE", "spawner": "fan", "next": "done"}
+    if merge_config is not None:
+        join["config"] = merge_config
+    return {"start": "fan", "vertices": {"fan": spawner, "join": join, "done": {"type": "SUCCEED"}}}
+
+
+def http_doc(destination: str, path: str = "/ok") -> dict[str, Any]:
+    """One HTTP call to ``destination`` at ``path``."""
+    return {"start": "call", "vertices": {"call": {"type": "HTTP", "destination": destination, "path": path}}}
+
+
+def start(workspace: Workspace, workflow: str, data: Any, **kwargs: Any) -> Execution:
+    return services.start_execution(workspace, workflow=workflow, input=data, **kwargs).execution
+
+
+def run_fanout(workspace: Workspace, items: int, *, failing: Collection[int] = (), child: dict[str, Any] = FAIL_IF,
+               merge_config: dict[str, Any] | None = None, **start_kwargs: Any) -> Execution:
+    """Publish ``child`` and a fan-out ``parent`` over it, start the parent on ``items`` items
+    (``{"i": i, "fail": i in failing}``), run the engine and return the parent as it ended."""
+    publish(workspace, "child", child)
+    publish(workspace, "parent", fanout_doc(merge_config=merge_config))
+    entries = [{"i": index, "fail": index in failing} for index in range(items)]
+    parent = start(workspace, "parent", {"items": entries}, **start_kwargs)
+    run_engine()
+    return refresh(parent)
+
+
+# --- the engine -----------------------------------------------------------------------------------
+
+def run_engine(*, max_seconds: float = 60.0, threads: int = 0, batch: int = 256) -> int:
+    """Run the engine in this process until no step is claimable now (timers in the future
+    are left waiting). threads=0 runs inline, inside the test's transaction."""
+    return Drain(max_seconds=max_seconds, idle_seconds=0.0, threads=threads, batch=batch, linger=False).run()
+
+
+def claim(limit: int = 100, **options: Any) -> list[leases.ClaimedStep]:
+    """Claim up to ``limit`` steps in a transaction of their own, as a worker would."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        return leases.claim(cursor, limit, **options)
+
+
+def claim_runs(limit: int = 100) -> list[StepRun]:
+    """Claim up to ``limit`` steps and load what running them needs."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        return engine.load_runs(cursor, leases.claim(cursor, limit))
+
+
+def commit(results: Any) -> Any:
+    """Record the outcomes of claimed runs, as a worker would after running them."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        return engine.commit(cursor, results)
+
+
+def expire_lease(step_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE executions_step SET lease_expires_at = now() - interval '1 second' WHERE id = %s",
+                       [step_id])
+
+
+def lose_leases() -> None:
+    """Every RUNNING step's worker "died": its lease expired; then the reaper runs."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE executions_step SET lease_expires_at = now() - interval '1 second' "
+                       "WHERE status = 'RUNNING'")
+    engine.reap()
+
+
+def make_due(execution: Execution | None = None) -> None:
+    """Bring every READY step's due time to now (instead of sleeping in a test)."""
+    with connection.cursor() as cursor:
+        if execution is None:
+            cursor.execute("UPDATE executions_step SET due_at = now() WHERE status = 'READY'")
+        else:
+            cursor.execute("UPDATE executions_step SET due_at = now() WHERE status = 'READY' AND execution_id = %s",
+                           [execution.pk])
+
+
+# --- reading back ---------------------------------------------------------------------------------
+
+def refresh(execution: Execution) -> Execution:
+    return Execution.objects.get(pk=execution.pk)
+
+
+def step(execution: Execution, vertex: str) -> Step:
+    return Step.objects.get(execution=execution, vertex=vertex)
+
+
+def child_counts(parent: Execution) -> dict[str, int]:
+    rows = Execution.objects.filter(parent=parent).values("status").annotate(n=Count("id")).order_by()
+    return {row["status"]: row["n"] for row in rows}
