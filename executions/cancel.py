@@ -18,23 +18,13 @@ fan-out row and steps), and is retried when PostgreSQL picks it as a deadlock vi
 
 from __future__ import annotations
 
-import logging
-import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
 
-import psycopg.errors
-from django.db import OperationalError, connection, transaction
+from django.db import connection, transaction
 
-from executions import state
-
-log = logging.getLogger(__name__)
-T = TypeVar("T")
+from executions import state, transient
 
 SWEEP_BATCH = 5000
-TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
-RETRIES = 8
 
 # The unfinished executions under ``root`` at any depth (of one spawner of it, if given).
 OPEN_DESCENDANTS = """
@@ -50,27 +40,12 @@ OPEN_DESCENDANTS = """
 """
 
 
-def retrying(work: Callable[[], T]) -> T:
-    """Run ``work`` (which opens its own transaction), again if it was a deadlock victim or
-    a serialization failure: both leave nothing written and succeed when tried again."""
-    for attempt in range(1, RETRIES + 1):
-        try:
-            return work()
-        except OperationalError as error:
-            transient = isinstance(error.__cause__, TRANSIENT)
-            if not transient or attempt == RETRIES:
-                raise
-            log.info("cancel: %s; trying again (%s/%s)", type(error.__cause__).__name__, attempt, RETRIES)
-            time.sleep(0.01 * attempt)
-    raise AssertionError("unreachable")
-
-
 def cancel_descendants(root: uuid.UUID, *, message: str, spawner: str | None = None) -> int:
     """Cancel every unfinished execution under ``root`` (children of ``spawner`` only, if
     given, and everything under them); returns how many were cancelled."""
     cancelled = 0
     while True:
-        found, moved = retrying(lambda: _sweep(root, message, spawner))
+        found, moved = transient.retrying(lambda: _sweep(root, message, spawner))
         cancelled += moved
         if not found:
             return cancelled

@@ -21,7 +21,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from executions import cancel, kick, payloads, quotas, records, retry, state, versions
+from executions import cancel, kick, payloads, quotas, records, retry, state, transient, versions
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
@@ -167,7 +167,7 @@ def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sud
     returns, nothing under the execution is left to run (S18, executions/cancel.py)."""
     _guard(execution, system_actor, "cancelling executions of")
     message = f"cancelled by {actor}" if actor else "cancelled"
-    cancel.retrying(lambda: _seal(execution.pk, message))
+    transient.retrying(lambda: _seal(execution.pk, message))
     return 1 + cancel.cancel_descendants(execution.pk, message=message)
 
 

@@ -30,7 +30,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads
+from executions import engine, kick, leases, payloads, transient
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from workflows.dsl import ast
@@ -49,6 +49,7 @@ WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status IN ('R
 # A lost database connection, seen through Django's connection or the drain's own LISTEN
 # connection (plain psycopg: an idle drain meets a restart there first).
 CONNECTION_LOST = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+DOWN_FOR_GOOD = 300.0  # seconds without the database after which a drain gives up (the tick retries)
 
 REAP_EVERY = 5.0  # seconds between reaper runs inside a live drain
 STOP_CHECK_EVERY = 1.0  # seconds between checks that our cluster is stopping
@@ -145,39 +146,78 @@ class Drain:
         self.asked_for_help = False
         # linger=False: stop as soon as nothing is claimable now (tests; never waits on timers).
         self.linger = linger
+        self.started_at = 0.0
+        self.idle_since: float | None = None
+        self.trouble_since: float | None = None
+        self.troubles = 0
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> int:
-        """Drain until idle or out of time; returns the number of steps finished."""
-        started = time.monotonic()
-        idle_since: float | None = None
+        """Drain until idle or out of time; returns the number of steps finished.
+
+        The drain survives any exception of its own loop: a lost database connection is
+        waited out (in-flight steps keep running and their results are committed once it is
+        back; see ``_commit``), anything else is logged and the loop goes on. It gives up
+        only after ``DOWN_FOR_GOOD`` seconds without the database, leaving its in-flight
+        steps to the reaper."""
+        self.started_at = time.monotonic()
+        self.idle_since = None
         try:
             while True:
-                now = time.monotonic()
-                if self._stopping(now) and self._shut_down(now):
-                    break
-                out_of_time = now - started > self.max_seconds or self.stopping_since is not None
-                claimed = 0
-                if not out_of_time and now >= self.next_claim_at:
-                    claimed = self._claim_and_submit()
-                    self.next_claim_at = 0.0 if claimed else now + CLAIM_RETRY
-                committed = self._collect(block=not claimed)
-                if committed:
-                    self.next_claim_at = 0.0  # our commit may have made new steps ready
-                self._housekeeping()
-                if claimed or committed or self.in_flight:
-                    idle_since = None
-                    continue
-                if out_of_time or not self.linger:
-                    break
-                idle_since = idle_since or now
-                if not self._idle_wait(idle_since):
-                    break
-                self.next_claim_at = 0.0
+                try:
+                    if not self._turn():
+                        break
+                    self.trouble_since, self.troubles = None, 0
+                except Exception as error:
+                    self._recover(error)
         finally:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self._close_listener()
         return self.steps_done
+
+    def _turn(self) -> bool:
+        """One turn of the loop; False when the drain should end."""
+        now = time.monotonic()
+        if self._stopping(now) and self._shut_down(now):
+            return False
+        out_of_time = now - self.started_at > self.max_seconds or self.stopping_since is not None
+        claimed = 0
+        if not out_of_time and now >= self.next_claim_at:
+            claimed = self._claim_and_submit()
+            self.next_claim_at = 0.0 if claimed else now + CLAIM_RETRY
+        committed = self._collect(block=not claimed)
+        if committed:
+            self.next_claim_at = 0.0  # our commit may have made new steps ready
+        self._housekeeping()
+        if claimed or committed or self.in_flight:
+            self.idle_since = None
+            return True
+        if out_of_time or not self.linger:
+            return False
+        self.idle_since = self.idle_since or now
+        if not self._idle_wait(self.idle_since):
+            return False
+        self.next_claim_at = 0.0
+        return True
+
+    def _recover(self, error: Exception) -> None:
+        """After an error in a turn: wait out a lost connection (re-raised once the database
+        has been gone for DOWN_FOR_GOOD), log anything else; then pause briefly, so a
+        persistent fault cannot spin the loop."""
+        now = time.monotonic()
+        self.trouble_since = self.trouble_since or now
+        pause = min(0.25 * 2 ** min(self.troubles, 5), 5.0)
+        self.troubles += 1
+        if connection_lost(error) or isinstance(error, psycopg.Error):
+            if now - self.trouble_since > DOWN_FOR_GOOD:
+                raise error
+            log.warning("database connection lost in a drain (%s); reconnecting in %.1fs", error, pause)
+            connection.close()
+            self._close_listener()
+        else:
+            log.exception("drain: unexpected %s; the drain goes on (its in-flight steps are kept)",
+                          type(error).__name__)
+        time.sleep(pause)  # back-off between failing turns; durable waiting is never done this way
 
     def _stopping(self, now: float) -> bool:
         if self.stopping_since is None and now - self.last_stop_check > STOP_CHECK_EVERY:
@@ -268,9 +308,66 @@ class Drain:
         return results
 
     def _commit(self, results: list[tuple[StepRun, Outcome]]) -> None:
+        """Commit finished steps in one transaction. What happens to them on an error:
+
+        * a deadlock or serialization failure: nothing was written; tried again at once;
+        * a lost connection: nothing was written; the results are kept and committed once
+          the database is back (within their lease), so no attempt is used;
+        * any other database error: a result the database refuses (a value it cannot store):
+          the batch is split until that result is alone, every other result is committed,
+          and its step fails with the reason.
+        """
+        try:
+            self._commit_or_wait(results)
+        except DatabaseError as error:
+            if connection_lost(error):
+                raise
+            self._commit_apart(results, error)
+        self.steps_done += len(results)
+
+    def _commit_or_wait(self, results: list[tuple[StepRun, Outcome]]) -> None:
+        give_up_at = time.monotonic() + leases.lease_seconds() / 2
+        pause = 0.1
+        while True:
+            try:
+                transient.retrying(lambda: self._commit_once(results))
+                return
+            except DatabaseError as error:
+                if not connection_lost(error) or time.monotonic() > give_up_at:
+                    raise
+                log.warning("database connection lost committing %s results (%s); retrying in %.1fs",
+                            len(results), error, pause)
+                connection.close()
+                time.sleep(pause)  # reconnection back-off, bounded by the results' leases
+                pause = min(pause * 2, 2.0)
+
+    @staticmethod
+    def _commit_once(results: list[tuple[StepRun, Outcome]]) -> None:
         with transaction.atomic(), connection.cursor() as cursor:
             engine.commit(cursor, results)
-        self.steps_done += len(results)
+
+    def _commit_apart(self, results: list[tuple[StepRun, Outcome]], error: DatabaseError) -> None:
+        if len(results) == 1:
+            run, _ = results[0]
+            log.error("step %s (%s): its result could not be recorded: %s", run.step_id, run.vertex.id, error)
+            refused = failed(f"its result could not be recorded ({type(error).__name__}: {error})"[:2000],
+                             retryable=False)
+            try:
+                self._commit_or_wait([(run, refused)])
+            except DatabaseError as again:
+                if connection_lost(again):
+                    raise
+                log.error("step %s: not even its failure could be recorded (%s); its lease will expire",
+                          run.step_id, again)
+            return
+        middle = len(results) // 2
+        for half in (results[:middle], results[middle:]):
+            try:
+                self._commit_or_wait(half)
+            except DatabaseError as refused:
+                if connection_lost(refused):
+                    raise
+                self._commit_apart(half, refused)
 
     def _housekeeping(self) -> None:
         now = time.monotonic()
@@ -389,6 +486,14 @@ def cluster_stopping() -> bool:
     return False
 
 
+def connection_lost(error: BaseException) -> bool:
+    """Whether ``error`` is about the connection or the server rather than the data: the
+    drain then reconnects and tries again instead of failing anything. Deadlocks and
+    serialization failures are retried in place (transient.py); data, integrity and
+    programming errors are a result's own fault."""
+    return isinstance(error, CONNECTION_LOST) and not transient.is_transient(error)
+
+
 def work_pending() -> bool:
     """Is any step READY (due now or later: a timer) or RUNNING (its worker may die and its
     lease then needs reaping)? Then some drain should be alive."""
@@ -426,19 +531,14 @@ def drain() -> int:
 
 
 def _drain_resiliently() -> int:
-    """Run drains, riding out a database restart or a killed backend (reconnecting with
-    back-off) instead of leaving work to the next scheduled tick."""
-    done, backoff, give_up_at = 0, 0.5, time.monotonic() + 300.0
-    while time.monotonic() < give_up_at:
-        try:
-            done += Drain().run()
-            return done
-        except CONNECTION_LOST as error:
-            log.warning("database connection lost in a drain (%s); reconnecting in %.1fs", error, backoff)
-            connection.close()
-            time.sleep(backoff)  # reconnection back-off; durable waiting is never done this way
-            backoff = min(backoff * 2, 5.0)
-    return done
+    """Run a drain; one that gave up on a database gone for good ends this task (a later
+    kick or the tick starts another)."""
+    try:
+        return Drain().run()
+    except CONNECTION_LOST as error:
+        log.warning("the database was unavailable for %ss; this drain ends (%s)", DOWN_FOR_GOOD, error)
+        connection.close()
+        return 0
 
 
 def tick() -> dict[str, int]:
