@@ -11,14 +11,12 @@ array, so a worker's memory is bounded by the batch. A redelivered spawner resum
 committed cursor; children that exist already — failed ones included — are left alone.
 
 Merging. The FanOut row's counts move with every child's terminal transition (state.py).
-A MERGE locks the row and decides from the counts alone, in O(1) (see state.FANOUT_*).
+A MERGE locks the row and decides from the counts alone, in O(1) (see merge_rule.py).
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from decimal import Decimal
 from typing import Any, cast
 
 from django.conf import settings
@@ -26,8 +24,15 @@ from django.conf import settings
 from executions import kick, payloads, quotas
 from executions.engine import StepRun, load_version, max_attempts
 from executions.handlers import NonRetryable
+from executions.merge_rule import (
+    FANOUT_DECIDED,
+    FANOUT_EXCEEDED,
+    FANOUT_FINISHED,
+    FANOUT_TOLERATED,
+    allowed_failures,
+    explain,
+)
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
-from executions.state import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED, FANOUT_TOLERATED
 from workflows import sudo
 from workflows.dsl import ast
 from workflows.dsl.paths import Path, parse_path, render, resolve
@@ -248,11 +253,6 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
     return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
 
 
-def allowed_failures(ratio: float, total: int) -> int:
-    """floor(ratio × N), computed exactly (0.29 × 100 is 29, not 28)."""
-    return math.floor(Decimal(str(ratio)) * total)
-
-
 def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
     workspace = step.execution.workspace_id
     if vertex.version:
@@ -352,21 +352,6 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
 
 
 # --- merging ----------------------------------------------------------------------------------
-
-def explain(fan: dict[str, Any]) -> str:
-    """The merge's state in words, e.g. "3 failed of 1,000; tolerance 5% allows 50; failFast on"."""
-    total, done = fan["total"], fan["succeeded"] + fan["failed"] + fan["cancelled"]
-    parts = [f"{fan['succeeded']:,} succeeded, {fan['failed']:,} failed, {fan['cancelled']:,} cancelled "
-             f"of {total:,} ({total - done:,} not finished)"]
-    tolerated = [s for s, on in (("FAILED", fan["tolerates_failed"]), ("CANCELLED", fan["tolerates_cancelled"])) if on]
-    if tolerated:
-        parts.append(f"tolerates {' and '.join(tolerated)} up to {fan['max_failure_ratio']:.4g} "
-                     f"({fan['max_failure_ratio'] * 100:.4g}%) which allows {fan['allowed_failures']:,}")
-    else:
-        parts.append("no failure tolerated")
-    parts.append(f"failFast {'on' if fan['fail_fast'] else 'off'}")
-    return "; ".join(parts)
-
 
 def merge(step: StepRun) -> Outcome:
     vertex = cast(ast.Merge, step.vertex)

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from executions.merge_rule import FANOUT_DECIDED
 from executions.models import ExecutionStatus, StepStatus
 
 E, S = ExecutionStatus, StepStatus
@@ -59,19 +60,6 @@ def allowed_from(table: dict[str, frozenset[str]], to: str) -> list[str]:
     if not sources:
         raise ValueError(f"no transition leads to {to}")
     return sources
-
-
-# The MERGE rule over a fan-out row ``f`` (docs/dsl.md, "MERGE"). One definition, used by
-# the wake-up below and by the merge vertex.
-FANOUT_TOLERATED = (
-    "(CASE WHEN f.tolerates_failed THEN f.failed ELSE 0 END"
-    " + CASE WHEN f.tolerates_cancelled THEN f.cancelled ELSE 0 END)"
-)
-FANOUT_EXCEEDED = (
-    f"((f.failed + f.cancelled - {FANOUT_TOLERATED}) > 0 OR {FANOUT_TOLERATED} > f.allowed_failures)"
-)
-FANOUT_FINISHED = "(f.spawn_complete AND f.succeeded + f.failed + f.cancelled >= f.total)"
-FANOUT_DECIDED = f"({FANOUT_FINISHED} OR (f.fail_fast AND {FANOUT_EXCEEDED}))"
 
 
 @dataclass(frozen=True)
