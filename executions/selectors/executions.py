@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
@@ -27,11 +28,12 @@ PAGE_SIZE = 50  # rows of a UI page
 
 def get(workspace: Workspace, execution_id: Any, *, with_counts: bool = False) -> Execution:
     """One execution of ``workspace`` with its workflow and version (and, ``with_counts``,
-    its children's ``counts`` as the API shows them); NotFound otherwise."""
-    found = Execution.objects.select_related("workflow", "version").filter(workspace=workspace,
-                                                                          pk=execution_id).first()
-    if found is None:
-        raise NotFound(f"no execution {execution_id}")
+    its children's ``counts`` as the API shows them); NotFound otherwise, a malformed id
+    included."""
+    try:
+        found = Execution.objects.select_related("workflow", "version").get(workspace=workspace, pk=execution_id)
+    except (Execution.DoesNotExist, ValueError, ValidationError) as error:
+        raise NotFound(f"no execution {execution_id}") from error
     return fanouts.with_counts([found])[0] if with_counts else found
 
 

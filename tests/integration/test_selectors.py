@@ -1,6 +1,6 @@
-"""Lineage reads: an execution's ancestors and its nearest cancelled ancestor are one
-recursive query however deep it sits, and the API and UI pay the same for a deep child as
-for a shallow one."""
+"""The read layer's execution lookups: one execution within a workspace, and lineage — an
+execution's ancestors and its nearest cancelled ancestor are one recursive query however
+deep it sits, so the API and UI pay the same for a deep child as for a shallow one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from executions import selectors, services
+from executions.errors import NotFound
 from executions.models import Execution
 from tests import helpers
 from tests.integration.conftest import client_for
@@ -42,6 +43,18 @@ def _chain(workspace: Any) -> list[Execution]:
     for _ in range(3):
         chain.append(Execution.objects.get(parent=chain[-1]))
     return chain
+
+
+def test_get_finds_an_execution_only_in_its_workspace_and_only_by_a_valid_id(workspace, other_workspace):
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    execution = helpers.start(workspace, "noop", {})
+    found = selectors.executions.get(workspace, execution.pk, with_counts=True)
+    assert found.pk == execution.pk and found.counts is None
+    assert found.workflow.key == "noop" and found.version.hash == execution.version.hash
+    for bad_workspace, bad_id in [(other_workspace, execution.pk), (workspace, "not-a-uuid"), (workspace, 42),
+                                  (workspace, "00000000-0000-0000-0000-00000000000g")]:
+        with pytest.raises(NotFound):
+            selectors.executions.get(bad_workspace, bad_id)
 
 
 def _queries(call: Any) -> tuple[Any, int]:
