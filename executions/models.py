@@ -248,7 +248,8 @@ class PayloadUsage(models.Model):
 class FanOut(models.Model):
     """One SPAWNER step's children: the plan, the spawn cursor, terminal counts and the
     MERGE rule's inputs. Counts move in the same transaction as the children's statuses
-    (state.py), so a MERGE is evaluated in O(1), not O(N)."""
+    (state.py), so a MERGE is evaluated in O(1), not O(N); the rule itself is SQL over this
+    row (merge_rule.py)."""
 
     step = models.OneToOneField(Step, primary_key=True, on_delete=models.PROTECT, related_name="fanout")
     execution = models.ForeignKey(Execution, on_delete=models.PROTECT, related_name="fanouts")
@@ -271,26 +272,6 @@ class FanOut(models.Model):
 
     def __str__(self) -> str:
         return f"fan-out {self.spawner_vertex} of {self.execution_id}"
-
-    @property
-    def tolerated_failures(self) -> int:
-        return (self.failed if self.tolerates_failed else 0) + (self.cancelled if self.tolerates_cancelled else 0)
-
-    @property
-    def intolerable_failures(self) -> int:
-        return self.failed + self.cancelled - self.tolerated_failures
-
-    @property
-    def exceeded(self) -> bool:
-        return self.intolerable_failures > 0 or self.tolerated_failures > self.allowed_failures
-
-    @property
-    def finished(self) -> bool:
-        return self.spawn_complete and self.succeeded + self.failed + self.cancelled >= self.total
-
-    @property
-    def decided(self) -> bool:
-        return self.finished or (self.fail_fast and self.exceeded)
 
 
 class QuotaUsage(models.Model):

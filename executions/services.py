@@ -21,7 +21,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from executions import cancel, kick, payloads, quotas, records, retry, state, transient, versions
+from executions import cancel, kick, payloads, quotas, records, retry, selectors, state, transient, versions
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
@@ -220,19 +220,17 @@ def _budgets(cursor: Any, version_ids: list[int]) -> tuple[list[int], list[str],
 def _check_retryable(execution: Execution) -> None:
     if execution.status != E.FAILED:
         raise Conflict(f"only a FAILED execution can be retried; this one is {execution.status}")
-    parent = execution.parent
-    while parent is not None:
-        if parent.status == E.CANCELLED:
-            raise Conflict(f"its ancestor {parent.pk} was cancelled; retrying a child of a cancelled parent "
-                           "would run work nobody waits for")
-        parent = parent.parent
+    cancelled = selectors.executions.cancelled_ancestor(execution.pk)
+    if cancelled is not None:
+        raise Conflict(f"its ancestor {cancelled} was cancelled; retrying a child of a cancelled parent "
+                       "would run work nobody waits for")
 
 
 def retry_execution(execution: Execution, *, actor: str = "", system_actor: sudo.VerifiedActor | None = None) -> Step:
     """Retry a failed execution (a child or a top-level one): same id, same key, a new
     attempt of the step it failed on. A parent whose merge failed on it re-opens (redrive)."""
     _guard(execution, system_actor, "retrying executions of")
-    execution = Execution.objects.select_related("parent").get(pk=execution.pk)
+    execution = Execution.objects.get(pk=execution.pk)
     _check_retryable(execution)
     step = Step.objects.filter(execution=execution, status=S.FAILED).order_by("-finished_at", "-id").first()
     if step is None and not Step.objects.filter(execution=execution).exists():
@@ -248,7 +246,7 @@ def retry_step(execution: Execution, vertex: str, *, actor: str = "",
     """Retry one failed step (e.g. a spawner that failed: it re-links existing children and
     creates only never-started ones)."""
     _guard(execution, system_actor, "retrying executions of")
-    execution = Execution.objects.select_related("parent").get(pk=execution.pk)
+    execution = Execution.objects.get(pk=execution.pk)
     step = Step.objects.filter(execution=execution, vertex=vertex).first()
     if step is None:
         raise NotFound(f"execution has no step '{vertex}'")
@@ -276,14 +274,12 @@ def retry_failed_children(parent: Execution, *, spawner: str | None = None, acto
     """Retry every FAILED child of ``parent`` (of one spawner, if given) in one transaction;
     returns how many. Children that failed on a FAIL vertex are not retried."""
     _guard(parent, system_actor, "retrying executions of")
-    parent = Execution.objects.select_related("parent").get(pk=parent.pk)
+    parent = Execution.objects.get(pk=parent.pk)
     if parent.status == E.CANCELLED:
         raise Conflict("the execution was cancelled; its children cannot be retried")
-    ancestor = parent.parent
-    while ancestor is not None:
-        if ancestor.status == E.CANCELLED:
-            raise Conflict(f"its ancestor {ancestor.pk} was cancelled")
-        ancestor = ancestor.parent
+    cancelled = selectors.executions.cancelled_ancestor(parent.pk)
+    if cancelled is not None:
+        raise Conflict(f"its ancestor {cancelled} was cancelled")
     message = f"retried by {actor} (retry all failed)" if actor else "retried (retry all failed)"
     with transaction.atomic(), connection.cursor() as cursor:
         version_ids = list(Execution.objects.filter(parent=parent, status=E.FAILED)

@@ -1,14 +1,76 @@
-"""Reads for workflow definitions and versions."""
+"""Reads of workflow definitions and versions: the API's pages, the UI's Workflows page and
+filter choices, the admin's diff against the previous version. (The rest of the read layer
+is executions/selectors/.)"""
 
 from __future__ import annotations
 
 import difflib
 import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
 
-from workflows.models import WorkflowVersion
+from workflows.errors import NotFound
+from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
+VERSIONS_SHOWN = 100
+
+
+def definitions_page(workspace: Workspace, *, after: str | None, limit: int) -> list[WorkflowDefinition]:
+    """Up to ``limit + 1`` definitions by key, after the key ``after`` (a keyset page)."""
+    rows = WorkflowDefinition.objects.filter(workspace=workspace).select_related("current_version")
+    if after is not None:
+        rows = rows.filter(key__gt=after)
+    return list(rows.order_by("key")[: limit + 1])
+
+
+def definition(workspace: Workspace, key: str) -> WorkflowDefinition:
+    """A definition with its newest versions in ``recent_versions`` and ``version_count``."""
+    found = WorkflowDefinition.objects.filter(workspace=workspace, key=key).select_related("current_version").first()
+    if found is None:
+        raise NotFound(f"no workflow '{key}' in this workspace")
+    versions = WorkflowVersion.objects.filter(definition=found).order_by("-created_at", "-id")
+    # Attributes read by the serializer (the model has no such fields).
+    found.recent_versions = list(versions.defer("canonical", "dsl")[:VERSIONS_SHOWN])  # type: ignore[attr-defined]
+    found.version_count = versions.count()  # type: ignore[attr-defined]
+    return found
+
+
+def definitions(workspace: Workspace) -> list[WorkflowDefinition]:
+    """Every definition by key with the few columns of its current version a list shows."""
+    return list(WorkflowDefinition.objects.filter(workspace=workspace).select_related("current_version")
+                .only("id", "key", "updated_at", "current_version__id", "current_version__hash",
+                      "current_version__created_at", "current_version__author").order_by("key"))
+
+
+def keys(workspace: Workspace) -> list[str]:
+    return list(WorkflowDefinition.objects.filter(workspace=workspace).order_by("key").values_list("key", flat=True))
+
+
+@dataclass
+class VersionView:
+    """One content hash: the same logic may be published under several keys."""
+
+    hash: str
+    workflows: list[str]
+    author: str
+    created_at: datetime
+    dsl: Any
+
+
+def version(workspace: Workspace, digest: str) -> VersionView:
+    rows = list(WorkflowVersion.objects.filter(definition__workspace=workspace, hash=digest)
+                .select_related("definition").order_by("created_at", "id"))
+    if not rows:
+        raise NotFound(f"no version {digest} in this workspace")
+    first = rows[0]
+    return VersionView(hash=digest, workflows=[row.definition.key for row in rows], author=first.author,
+                       created_at=first.created_at, dsl=first.dsl)
+
+
+# --- the admin's diff ---------------------------------------------------------------------------
 
 def pretty_canonical(version: WorkflowVersion) -> str:
     """The canonical DSL, indented for people (same content as the hashed bytes)."""

@@ -225,6 +225,10 @@ class FanOutSerializer(serializers.Serializer):
     counts = _counts()
     percent_finished = serializers.FloatField(source="percent")
     merge_state = serializers.CharField(source="explanation", help_text="The merge rule and where it stands.")
+    decided = serializers.BooleanField(help_text="The merge may decide now: every child ended, or failFast and "
+                                                 "failure is certain.")
+    exceeded = serializers.BooleanField(help_text="More failures than the merge tolerates (it fails once decided).")
+    finished = serializers.BooleanField(help_text="Every item was spawned and every child ended.")
     fail_fast = serializers.BooleanField()
     allowed_failures = serializers.IntegerField()
     max_failure_ratio = serializers.FloatField()

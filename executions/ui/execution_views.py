@@ -9,25 +9,25 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from executions import selectors, services
-from executions.models import Execution
-from executions.selectors import FanOutView
-from executions.ui import forms, parts, present, queries
+from executions import selectors
+from executions.models import Execution, Step
+from executions.selectors.fanouts import FanOutView
+from executions.ui import forms, parts, present
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import fragment_response, problem
-from workflows.errors import NotFound
+from workflows import selectors as workflow_selectors
 
 
 @require_GET
 @workspace_view
 def execution_list(request: UiRequest) -> HttpResponse:
     workspace = request.principal.workspace
-    form = forms.ExecutionFilters(request.GET, workflow_keys=queries.workflow_keys(workspace))
+    form = forms.ExecutionFilters(request.GET, workflow_keys=workflow_selectors.keys(workspace))
     context: dict[str, object] = {"form": form}
     if not form.is_valid():
         context["filter_error"] = forms.describe(form)
         return render(request, "ui/execution_list.html", context, status=400)
-    page = queries.execution_list(workspace, form.filters(), form.search_id())
+    page = selectors.executions.listing(workspace, form.filters(), form.search_id())
     context.update(page=page, rows=[_list_row(e) for e in page.rows], query=_query_without_page(request))
     return render(request, "ui/execution_list.html", context)
 
@@ -46,9 +46,9 @@ def _query_without_page(request: UiRequest) -> str:
 @workspace_view
 def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
     execution = _execution(request, execution_id)
-    views = selectors.fanouts(execution)
-    merges = parts.merge_steps(execution, views)
-    preview = queries.payload_preview(execution.pk, "input")
+    views = selectors.fanouts.of(execution)
+    merges = _merges(execution, views)
+    preview = selectors.payloads.preview(execution.pk, "input")
     context = {
         "e": execution,
         "header": parts.header(request, execution),
@@ -65,7 +65,11 @@ def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
 
 
 def _execution(request: UiRequest, execution_id: uuid.UUID) -> Execution:
-    return services.get_execution(request.principal.workspace, execution_id)
+    return selectors.executions.get(request.principal.workspace, execution_id)
+
+
+def _merges(execution: Execution, views: list[FanOutView]) -> dict[str, Step]:
+    return selectors.steps.named(execution, [v.merge_vertex for v in views if v.merge_vertex])
 
 
 # --- live fragments -------------------------------------------------------------------------------
@@ -86,8 +90,8 @@ def steps_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
 @workspace_view
 def fanout_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> HttpResponse:
     execution = _execution(request, execution_id)
-    view = _fanout(execution, spawner)
-    merge = parts.merge_steps(execution, [view]).get(view.merge_vertex or "")
+    view = selectors.fanouts.one(execution, spawner)
+    merge = _merges(execution, [view]).get(view.merge_vertex or "")
     return fragment_response(request, parts.fanout_panel(request, execution, view, merge))
 
 
@@ -95,7 +99,7 @@ def fanout_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str) -
 @workspace_view
 def children_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> HttpResponse:
     execution = _execution(request, execution_id)
-    view = _fanout(execution, spawner)
+    view = selectors.fanouts.one(execution, spawner)
     form = forms.ChildrenFilters(request.GET)
     if not form.is_valid():
         return problem(request, 400, forms.describe(form), errors=forms.field_errors(form))
@@ -107,11 +111,4 @@ def children_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str)
 @workspace_view
 def long_tail_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
     execution = _execution(request, execution_id)
-    return fragment_response(request, parts.long_tail(request, execution, selectors.fanouts(execution)))
-
-
-def _fanout(execution: Execution, spawner: str) -> FanOutView:
-    for view in selectors.fanouts(execution):
-        if view.spawner_vertex == spawner:
-            return view
-    raise NotFound(f"execution {execution.pk} has no fan-out '{spawner}'")
+    return fragment_response(request, parts.long_tail(request, execution, selectors.fanouts.of(execution)))

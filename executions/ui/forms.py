@@ -11,7 +11,7 @@ from django import forms
 from django.utils import timezone
 
 from executions.models import ExecutionStatus
-from executions.ui import queries
+from executions.selectors import children, executions
 
 STATUSES = [s.value for s in ExecutionStatus]
 CHILD_STATUSES = STATUSES
@@ -55,9 +55,9 @@ class ExecutionFilters(forms.Form):
             raise forms.ValidationError("'since' must be before 'until'.")
         return data
 
-    def filters(self) -> queries.ListFilters:
+    def filters(self) -> executions.ListFilters:
         data = self.cleaned_data
-        return queries.ListFilters(
+        return executions.ListFilters(
             status=data.get("status") or "", workflow=data.get("workflow") or "",
             top_level_only=(data.get("scope") or "top") == "top", since=data.get("since"), until=data.get("until"),
             search=data.get("q") or "", page=data.get("page") or 1,
@@ -74,8 +74,8 @@ class ExecutionFilters(forms.Form):
 class ChildrenFilters(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "all"), *[(s, s) for s in CHILD_STATUSES]],
                                error_messages=_choice_error("a child status", CHILD_STATUSES))
-    sort = forms.ChoiceField(required=False, choices=[(s, s) for s in queries.SORTS],
-                             error_messages=_choice_error("a sort order", list(queries.SORTS)))
+    sort = forms.ChoiceField(required=False, choices=[(s, s) for s in children.SORTS],
+                             error_messages=_choice_error("a sort order", list(children.SORTS)))
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
 
     def values(self) -> tuple[str, str, int]:

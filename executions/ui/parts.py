@@ -17,12 +17,12 @@ from django.utils import timezone
 
 from executions import selectors
 from executions.models import Event, Execution, Step, StepStatus
-from executions.selectors import FanOutView
-from executions.ui import access, present, queries
+from executions.selectors.destinations import Slots
+from executions.selectors.fanouts import FanOutView, Tail
+from executions.ui import access, present
 from executions.ui.access import UiRequest
 from executions.ui.responses import Fragment, Poll, render_fragment
 from workflows import sudo
-from workflows.models import WorkflowDefinition
 
 EVENTS_SHOWN = 200
 LONG_TAIL_POLL_SECONDS = 5
@@ -37,21 +37,19 @@ def _url(name: str, *args: Any, **query: Any) -> str:
 
 
 def _has_active_children(views: list[FanOutView]) -> bool:
-    return any(view.pending or view.running for view in views)
+    return any(view.active for view in views)
 
 
 # --- header -------------------------------------------------------------------------------------
 
 def header(request: UiRequest, execution: Execution) -> Fragment:
-    ancestors = selectors.lineage(execution)
-    keys = dict(WorkflowDefinition.objects.filter(pk__in={a.workflow_id for a in ancestors}).values_list("id", "key"))
-    output = queries.payload_preview(execution.pk, execution.output_vertex)
+    output = selectors.payloads.preview(execution.pk, execution.output_vertex)
     context = {
         "e": execution,
         "duration": present.elapsed(execution.started_at, execution.finished_at),
-        "lineage": [(a, keys.get(a.workflow_id, "")) for a in ancestors],
-        "chained_from": queries.chained_from(execution),
-        "chained_to": queries.chained_to(execution),
+        "lineage": [(a, a.workflow.key) for a in selectors.executions.lineage(execution)],
+        "chained_from": selectors.executions.chained_from(execution),
+        "chained_to": selectors.executions.chained_to(execution),
         "output": output,
         "output_size": present.size(output.size_bytes) if output else "",
         "workflow_admin": reverse("admin:workflows_workflowdefinition_change", args=[execution.workflow_id]),
@@ -77,13 +75,14 @@ class StepRow:
 
 
 def steps(request: UiRequest, execution: Execution) -> Fragment:
-    rows = selectors.steps(execution)
-    shown = selectors.events(execution, limit=EVENTS_SHOWN)
+    rows = selectors.steps.of(execution)
+    shown = selectors.steps.events(execution, limit=EVENTS_SHOWN)
     by_step: dict[int | None, list[Event]] = defaultdict(list)
     for event in shown:
         by_step[event.step_id].append(event)
     vertices = (execution.version.dsl or {}).get("vertices", {})
-    slots = queries.slots(sorted({s.destination_id for s in rows if s.destination_id and _may_wait_for_slot(s)}))
+    slots = selectors.destinations.slots(sorted({s.destination_id for s in rows
+                                                 if s.destination_id and _may_wait_for_slot(s)}))
     context = {
         "e": execution,
         "rows": [_step_row(s, vertices.get(s.vertex, {}).get("type", ""), by_step[s.pk], slots, execution)
@@ -101,7 +100,7 @@ def _may_wait_for_slot(step: Step) -> bool:
     return step.status == StepStatus.READY and step.destination_id is not None and step.due_at <= timezone.now()
 
 
-def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, queries.Slots],
+def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, Slots],
               execution: Execution) -> StepRow:
     wait, why = wait_reason(step, slots)
     return StepRow(step=step, kind=kind, duration=present.elapsed(step.started_at, step.finished_at), wait=wait,
@@ -113,7 +112,7 @@ WAIT_KINDS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload 
               ("quota", "quota"))
 
 
-def wait_reason(step: Step, slots: dict[int, queries.Slots]) -> tuple[str, str]:
+def wait_reason(step: Step, slots: dict[int, Slots]) -> tuple[str, str]:
     """(what the step waits for, in words) — timer, retry backoff, quota, payload pressure,
     a destination slot, its children — or ("", "") when it is not waiting."""
     if step.status == StepStatus.WAITING:
@@ -151,6 +150,7 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "total": present.count(view.total), "failed": present.count(view.failed),
         "created": present.count(view.created),
         "verdict": verdict(view),
+        "outcome": outcome(view),
         "merge": merge,
         "children_url": _url("execution-children", execution.pk, view.spawner_vertex),
         "can_operate": access.can_operate(request, execution),
@@ -176,13 +176,16 @@ def verdict(view: FanOutView) -> str:
     return "; ".join(parts)
 
 
-def merge_steps(execution: Execution, views: list[FanOutView]) -> dict[str, Step]:
-    names = [v.merge_vertex for v in views if v.merge_vertex]
-    if not names:
-        return {}
-    found = Step.objects.filter(execution=execution, vertex__in=names).only(
-        "id", "vertex", "status", "wait_reason", "error", "attempt")
-    return {s.vertex: s for s in found}
+def outcome(view: FanOutView) -> str:
+    """Where the merge stands, from the database's verdicts (merge_rule.py), never
+    re-derived from the counts here."""
+    if view.decided:
+        result = "fails" if view.exceeded else "succeeds"
+        early = "" if view.finished else " before every child ended (failFast)"
+        return f"Decided{early}: the merge {result}."
+    if view.exceeded:
+        return "Not decided yet: more failures than tolerated so far; without failFast the merge waits for every child."
+    return "Not decided yet: within the tolerance so far."
 
 
 # --- children table -----------------------------------------------------------------------------
@@ -221,10 +224,11 @@ def _child_rows(rows: list[Any], can_operate: bool) -> list[ChildRow]:
 def children(request: UiRequest, execution: Execution, view: FanOutView, *, status: str = "", sort: str = "index",
              page: int = 1) -> Fragment:
     matching = view.counts().get(status, 0) if status else view.created
-    listed = min(matching, queries.DURATION_SORT_LIMIT) if sort == "duration" else matching
-    pages = max(1, -(-listed // queries.PAGE_SIZE))
+    listed = min(matching, selectors.children.DURATION_SORT_LIMIT) if sort == "duration" else matching
+    pages = max(1, -(-listed // selectors.executions.PAGE_SIZE))
     page = min(page, pages)
-    rows = queries.children(execution, view.spawner_vertex, status=status, sort=sort, page=page, matching=matching)
+    rows = selectors.children.of_spawner(execution, view.spawner_vertex, status=status, sort=sort, page=page,
+                                         matching=matching)
     spawner = view.spawner_vertex
 
     def link(**changes: Any) -> str:
@@ -238,7 +242,7 @@ def children(request: UiRequest, execution: Execution, view: FanOutView, *, stat
         "status": status, "sort": sort, "page": page, "pages": pages, "matching": present.count(matching),
         "capped": sort == "duration" and matching > listed, "listed": present.count(listed),
         "status_links": [(s or "all", s, link(status=s, page=1)) for s in ("", *CHILD_STATUSES)],
-        "sort_links": [(s, link(sort=s, page=1)) for s in queries.SORTS],
+        "sort_links": [(s, link(sort=s, page=1)) for s in selectors.children.SORTS],
         "first": link(page=1), "previous": link(page=page - 1), "next": link(page=page + 1), "last": link(page=pages),
         "can_operate": access.can_operate(request, execution),
         "never_started": present.count(view.never_started),
@@ -281,7 +285,7 @@ def long_tail(request: UiRequest, execution: Execution, views: list[FanOutView])
     return render_fragment(request, "ui/execution/_long_tail.html", context, poll)
 
 
-def _cached_long_tail(execution: Execution, views: list[FanOutView]) -> tuple[queries.Tail, datetime]:
+def _cached_long_tail(execution: Execution, views: list[FanOutView]) -> tuple[Tail, datetime]:
     """The long tail reads every finished child (~0.1 s at 100,000), so it is computed again
     only when children finished since, and while they keep finishing at most every
     ``LONG_TAIL_REFRESH_SECONDS`` (the panel says when it was computed)."""
@@ -294,7 +298,7 @@ def _cached_long_tail(execution: Execution, views: list[FanOutView]) -> tuple[qu
         recent = (now - cached["at"]).total_seconds() < LONG_TAIL_REFRESH_SECONDS
         if fresh or (recent and _has_active_children(views)):
             return cached["tail"], cached["at"]
-    tail = queries.long_tail(execution.pk)
+    tail = selectors.fanouts.long_tail(execution.pk)
     cache.set(key, {"finished": finished, "at": now, "tail": tail}, timeout=LONG_TAIL_CACHE_SECONDS)
     return tail, now
 
@@ -310,7 +314,7 @@ class Marker:
     label_y: int
 
 
-def markers(tail: queries.Tail) -> list[Marker]:
+def markers(tail: Tail) -> list[Marker]:
     """Where p50, p95 and p99 fall on the chart's x axis (labels stepped so they never overlap)."""
     if not tail.buckets or not tail.buckets[-1][1]:
         return []

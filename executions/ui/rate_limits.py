@@ -11,19 +11,19 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from executions import destinations as destination_services
-from executions import extensions
+from executions import extensions, selectors
 from executions.models import Destination
-from executions.ui import access, forms, present, queries
+from executions.ui import access, forms, present
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import POLL_SECONDS
 from workflows.audit import audited
-from workflows.errors import Invalid, NotFound
+from workflows.errors import Invalid
 from workflows.models import Role
 
 
 def _entries(rows: list[Destination]) -> list[dict[str, Any]]:
     """Each destination with its live count cells."""
-    live = destination_services.live_counts([d.pk for d in rows])
+    live = selectors.destinations.live_counts([d.pk for d in rows])
     return [{"d": d, "c": _count_cells(live.get(d.pk, {}))} for d in rows]
 
 
@@ -45,16 +45,13 @@ def _row_context(request: UiRequest, destination: Destination, **extra: Any) -> 
 
 
 def _destination(request: UiRequest, destination_id: int) -> Destination:
-    found = queries.destination(request.principal.workspace, destination_id)
-    if found is None:
-        raise NotFound(f"no destination {destination_id}")
-    return found
+    return selectors.destinations.by_id(request.principal.workspace, destination_id)
 
 
 @require_GET
 @workspace_view
 def page(request: UiRequest) -> HttpResponse:
-    rows = queries.destinations(request.principal.workspace)
+    rows = selectors.destinations.every(request.principal.workspace)
     return render(request, "ui/rate_limits.html", {
         "entries": _entries(rows), "form": forms.DestinationForm(),
         "can_operate": access.can_operate(request), "poll_seconds": POLL_SECONDS,
@@ -70,7 +67,7 @@ def _panels(request: UiRequest, rows: list[Destination]) -> list[str]:
 @require_GET
 @workspace_view
 def counts(request: UiRequest) -> HttpResponse:
-    rows = queries.destinations(request.principal.workspace)
+    rows = selectors.destinations.every(request.principal.workspace)
     return render(request, "ui/rate_limits/_counts.html", {"entries": _entries(rows)})
 
 
@@ -135,7 +132,7 @@ def create(request: UiRequest) -> HttpResponse:
             if item["field"] in form.fields and item["field"] not in form.errors:
                 form.add_error(item["field"], item["message"])
         return render(request, "ui/rate_limits/_create.html", {"form": form, "error": error.message}, status=400)
-    rows = queries.destinations(principal.workspace)
+    rows = selectors.destinations.every(principal.workspace)
     return render(request, "ui/rate_limits/_created.html", {
         "form": forms.DestinationForm(), "entries": _entries(rows), "can_operate": True,
         "flash": f"Destination '{created.name}' created."})

@@ -6,12 +6,12 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from executions.ui import queries
 from executions.ui.access import UiRequest, workspace_view
+from workflows import selectors
 
 
 @require_GET
 @workspace_view
 def workflow_list(request: UiRequest) -> HttpResponse:
-    rows = queries.workflows(request.principal.workspace)
+    rows = selectors.definitions(request.principal.workspace)
     return render(request, "ui/workflows.html", {"rows": rows})

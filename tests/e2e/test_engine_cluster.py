@@ -118,7 +118,7 @@ def test_a_thousand_item_fanout_with_failures_through_a_tolerant_merge(qcluster)
     assert (fan.total, fan.created, fan.succeeded, fan.failed) == (1000, 1000, 975, 25)
     from executions import selectors
 
-    output = selectors.output_of(execution)
+    output = selectors.payloads.output_of(execution)
     assert output["counts"] == {"SUCCEEDED": 975, "FAILED": 25, "CANCELLED": 0}
     assert output["items"][0] is None and output["items"][1] == {"i": 1, "fail": False}
 

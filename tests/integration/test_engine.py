@@ -213,7 +213,7 @@ def test_task_choice_and_succeed_thread_data_through_the_context(workspace):
     assert execution.status == "SUCCEEDED"
     from executions import selectors
 
-    assert selectors.output_of(execution) == {"hello": "ops", "literal": "$.input"}
+    assert selectors.payloads.output_of(execution) == {"hello": "ops", "literal": "$.input"}
     assert not Step.objects.filter(execution=execution, vertex="big").exists()
 
 
@@ -240,7 +240,7 @@ def test_end_of_path_succeeds_with_the_last_steps_output(workspace):
 
     execution = helpers.refresh(execution)
     assert execution.status == "SUCCEEDED" and execution.output_vertex == "t"
-    assert selectors.output_of(execution) == {"x": [1, 2]}
+    assert selectors.payloads.output_of(execution) == {"x": [1, 2]}
 
 
 def test_chain_starts_an_independent_execution(workspace):
@@ -257,8 +257,8 @@ def test_chain_starts_an_independent_execution(workspace):
     assert chained.workflow.key == "next-piece" and chained.status == "SUCCEEDED"
     from executions import selectors
 
-    assert selectors.output_of(chained) == {"from": "first", "v": 7}
-    assert selectors.output_of(first) == {"execution": str(chained.pk), "workflow": "next-piece"}
+    assert selectors.payloads.output_of(chained) == {"from": "first", "v": 7}
+    assert selectors.payloads.output_of(first) == {"execution": str(chained.pk), "workflow": "next-piece"}
 
 
 def test_chain_self_replaces_a_polling_loop(workspace):
@@ -283,7 +283,7 @@ def test_chain_self_replaces_a_polling_loop(workspace):
     assert [helpers.refresh(r).status for r in rounds] == ["SUCCEEDED"] * 4
     from executions import selectors
 
-    assert selectors.output_of(helpers.refresh(rounds[-1])) == {"n": 4}
+    assert selectors.payloads.output_of(helpers.refresh(rounds[-1])) == {"n": 4}
 
 
 def test_http_vertex_calls_the_destination_with_the_stable_idempotency_key(workspace):
@@ -303,7 +303,7 @@ def test_http_vertex_calls_the_destination_with_the_stable_idempotency_key(works
     assert request["headers"]["X-Team"] == "ops"
     from executions import selectors
 
-    assert selectors.output_of(execution) == {"status": 200, "body": {"echo": {"id": "a b", "n": 1},
+    assert selectors.payloads.output_of(execution) == {"status": 200, "body": {"echo": {"id": "a b", "n": 1},
                                                                       "path": "/ok/a%20b"}}
 
 
@@ -446,7 +446,7 @@ def test_an_escaped_backslash_before_u0000_is_ordinary_text(workspace):
     helpers.run_engine()
     from executions import selectors
 
-    assert selectors.output_of(helpers.refresh(execution)) == {"text": "C:\\u0000dir"}
+    assert selectors.payloads.output_of(helpers.refresh(execution)) == {"text": "C:\\u0000dir"}
 
 
 @pytest.mark.parametrize("key", ["", " leading-space", "tab\tkey", "nul\x00", "é", "x" * 256])

@@ -73,7 +73,7 @@ def test_a_redelivered_spawner_resumes_at_its_cursor_without_duplicates(workspac
     with connection.cursor() as cursor:
         output = payloads.load(cursor, [(parent.pk, "fan")])[(parent.pk, "fan")]
     assert output == {"children": 2000, "created": 1250, "relinked": 0}
-    assert sel.fanouts(parent)[0].succeeded == 2000
+    assert sel.fanouts.of(parent)[0].succeeded == 2000
 
 
 def test_children_stay_pinned_to_the_version_resolved_at_spawn_time(workspace, monkeypatch, settings):
@@ -102,7 +102,7 @@ def test_identical_items_are_distinct_children_keyed_by_position(workspace):
     parent = helpers.refresh(parent)
     assert parent.status == "SUCCEEDED"
     assert child_keys(parent) == [0, 1, 2]
-    assert selectors.output_of(parent) == {"items": ["same", "same", "same"],
+    assert selectors.payloads.output_of(parent) == {"items": ["same", "same", "same"],
                                            "counts": {"SUCCEEDED": 3, "FAILED": 0, "CANCELLED": 0}}
 
 
@@ -128,7 +128,7 @@ def test_item_input_template_sees_item_index_and_context(workspace):
     parent = helpers.start(workspace, "parent", {"batch": "b-7", "items": [{"id": "x"}, {"id": "y"}]})
     helpers.run_engine()
     parent = helpers.refresh(parent)
-    assert selectors.output_of(parent)["items"] == [
+    assert selectors.payloads.output_of(parent)["items"] == [
         {"entry": "x", "position": 0, "batch": "b-7", "fixed": "$literal"},
         {"entry": "y", "position": 1, "batch": "b-7", "fixed": "$literal"},
     ]
@@ -260,7 +260,7 @@ def test_a_failure_ratio_within_tolerance_succeeds_with_outputs_in_item_order(wo
     parent = merge_run(workspace, failures=5, config={"tolerateChildFailures": ["FAILED"],
                                                       "failureTolerance": {"maxFailureRatio": 0.05}})
     assert parent.status == "SUCCEEDED", parent.error
-    output = selectors.output_of(parent)
+    output = selectors.payloads.output_of(parent)
     assert output["counts"] == {"SUCCEEDED": 95, "FAILED": 5, "CANCELLED": 0}
     assert output["items"][:5] == [None] * 5
     assert output["items"][5:8] == [{"i": 5, "fail": False}, {"i": 6, "fail": False}, {"i": 7, "fail": False}]
@@ -520,7 +520,7 @@ def test_refusals_for_retries_that_make_no_sense(workspace):
 def test_merge_state_is_explained_in_words(workspace):
     parent = merge_run(workspace, failures=3, total=1000, config={
         "tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.05}, "failFast": True})
-    [view] = selectors.fanouts(parent)
+    [view] = selectors.fanouts.of(parent)
     assert view.explanation == ("997 succeeded, 3 failed, 0 cancelled of 1,000 (0 not finished); "
                                 "tolerates FAILED up to 0.05 (5%) which allows 50; failFast on")
     assert view.counts() == {"PENDING": 0, "RUNNING": 0, "SUCCEEDED": 997, "FAILED": 3, "CANCELLED": 0,

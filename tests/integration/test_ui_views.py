@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from demo import workflows as demo_workflows
+from executions import selectors
 from executions.models import Destination, Execution
-from executions.ui import queries
 from tests.support import helpers
 from tests.support.clients import client_for, text
 from tests.support.factories import member
@@ -103,11 +103,11 @@ def test_list_filters_by_status_workflow_scope_and_search(operator, failed_fanou
 
 def test_list_pages_without_counting(operator, workspace):
     helpers.publish(workspace, "noop", helpers.NOOP)
-    for _ in range(queries.PAGE_SIZE + 3):
+    for _ in range(selectors.executions.PAGE_SIZE + 3):
         helpers.start(workspace, "noop", {})
     first = operator.get("/executions/")
     second = operator.get("/executions/", {"page": 2})
-    assert len(first.context["rows"]) == queries.PAGE_SIZE and first.context["page"].has_next
+    assert len(first.context["rows"]) == selectors.executions.PAGE_SIZE and first.context["page"].has_next
     assert len(second.context["rows"]) == 3 and not second.context["page"].has_next
 
 
@@ -243,7 +243,7 @@ def test_long_tail_reports_percentiles_histogram_and_slowest(operator, failed_fa
     assert 'id="tail-p50"' in html and 'id="tail-p99"' in html
     assert html.count("<rect ") == 20
     assert len(response.context["slowest"]) == 10
-    tail = queries.long_tail(failed_fanout.pk)
+    tail = selectors.fanouts.long_tail(failed_fanout.pk)
     assert tail.count == 20 and sum(n for _, _, n in tail.buckets) == 20
     assert tail.slowest[0].seconds == tail.max
 
@@ -292,9 +292,9 @@ def test_large_inputs_are_outlined_not_shipped(workspace):
     helpers.publish(workspace, "noop", helpers.NOOP)
     entries = [{"id": f"entry-{i:05d}", "note": "x" * 40} for i in range(2000)]
     execution = helpers.start(workspace, "noop", {"entries": entries, "batch": "2026-01"})
-    preview = queries.payload_preview(execution.pk, "input")
-    assert preview.size_bytes > queries.PREVIEW_BYTES and preview.outline and not preview.truncated
+    preview = selectors.payloads.preview(execution.pk, "input")
+    assert preview.size_bytes > selectors.payloads.PREVIEW_BYTES and preview.outline and not preview.truncated
     assert '"entries": [{"id": "entry-00000"' in preview.text and "… 2,000 items]" in preview.text
     assert '"batch": "2026-01"' in preview.text
     small = helpers.start(workspace, "noop", {"who": "ops"})
-    assert queries.payload_preview(small.pk, "input").text == '{\n  "who": "ops"\n}'
+    assert selectors.payloads.preview(small.pk, "input").text == '{\n  "who": "ops"\n}'

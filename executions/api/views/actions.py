@@ -9,8 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import services
-from executions.api import queries
+from executions import selectors, services
 from executions.api import serializers as s
 from executions.api.schema import problems
 from executions.api.views.base import ApiView, acting, body
@@ -50,7 +49,7 @@ class RetryStep(ApiView):
 
 
 def _retried(workspace: Workspace, execution_id: uuid.UUID, step: Step) -> Response:
-    execution = queries.execution(workspace, execution_id)
+    execution = selectors.executions.get(workspace, execution_id, with_counts=True)
     return Response(s.RetryResultSerializer({"execution": execution, "step": step}).data)
 
 
@@ -82,5 +81,5 @@ class CancelExecution(ApiView):
         with acting(principal, "execution.cancel", Role.OPERATOR, target=str(id), what="cancel executions"):
             cancelled = services.cancel_execution(services.get_execution(principal.workspace, id),
                                                   actor=principal.label, system_actor=principal.system_actor)
-        execution = queries.execution(principal.workspace, id)
+        execution = selectors.executions.get(principal.workspace, id, with_counts=True)
         return Response(s.CancelResultSerializer({"execution": execution, "cancelled": cancelled}).data)

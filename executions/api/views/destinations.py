@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import destinations
-from executions.api import pagination, queries
+from executions import destinations, selectors
+from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
@@ -25,8 +25,8 @@ class DestinationList(ApiView):
     def get(self, request: Request) -> Response:
         params = query(s.PageQuery, request)
         after = pagination.decode_cursor(params.get("cursor"), pagination.text)
-        rows = queries.destinations_page(self.principal.workspace, after=after[0] if after else None,
-                                         limit=params["limit"])
+        rows = selectors.destinations.page(self.principal.workspace, after=after[0] if after else None,
+                                           limit=params["limit"])
         return pagination.page(request, rows, params["limit"], lambda row: [row.name],
                                lambda rows: s.DestinationSerializer(rows, many=True).data)
 
@@ -48,7 +48,7 @@ class CreateDestination(ApiView):
 class DestinationDetail(ApiView):
     @extend_schema(operation_id="get_destination", tags=TAG, responses={200: s.DestinationSerializer})
     def get(self, request: Request, name: str) -> Response:
-        return Response(s.DestinationSerializer(queries.destination(self.principal.workspace, name)).data)
+        return Response(s.DestinationSerializer(selectors.destinations.named(self.principal.workspace, name)).data)
 
 
 class UpdateDestination(ApiView):
@@ -63,5 +63,5 @@ class UpdateDestination(ApiView):
                              errors=[{"field": "name", "message": "must equal the current name"}])
         principal = self.principal
         with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations"):
-            updated = destinations.update_destination(queries.destination(principal.workspace, name), **data)
+            updated = destinations.update_destination(selectors.destinations.named(principal.workspace, name), **data)
         return Response(s.DestinationSerializer(updated).data)

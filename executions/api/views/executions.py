@@ -9,8 +9,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import services
-from executions.api import pagination, queries
+from executions import selectors, services
+from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, header, query
@@ -30,10 +30,10 @@ class ExecutionList(ApiView):
     def get(self, request: Request) -> Response:
         params = query(s.ExecutionListQuery, request)
         after = pagination.decode_cursor(params.get("cursor"), pagination.moment, pagination.uuid_)
-        rows = queries.executions_page(
+        rows = selectors.executions.page(
             self.principal.workspace, status=params.get("status"), workflow=params.get("workflow"),
             parent=params.get("parent"), top_level=params.get("top_level"), after=after, limit=params["limit"])
-        return pagination.page(request, rows, params["limit"], queries.execution_key,
+        return pagination.page(request, rows, params["limit"], selectors.executions.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
 
 
@@ -59,7 +59,7 @@ class StartExecution(ApiView):
                                                version=data.get("version"), input=data["input"],
                                                idempotency_key=key, created_by=principal.label,
                                                system_actor=principal.system_actor)
-        execution = queries.execution(principal.workspace, started.execution.pk)
+        execution = selectors.executions.get(principal.workspace, started.execution.pk, with_counts=True)
         location = request.build_absolute_uri(reverse("api:execution", kwargs={"id": execution.pk}))
         return Response(s.ExecutionSerializer(execution).data, status=201 if started.created else 200,
                         headers={"Location": location})
@@ -70,7 +70,8 @@ class ExecutionDetail(ApiView):
                    description="Status, pinned version, lineage, timings, input and output, steps, and for a "
                                "fan-out its counts by status and the merge state.")
     def get(self, request: Request, id: uuid.UUID) -> Response:
-        execution = queries.with_detail(queries.execution(self.principal.workspace, id))
+        execution = selectors.executions.with_detail(
+            selectors.executions.get(self.principal.workspace, id, with_counts=True))
         return Response(s.ExecutionDetailSerializer(execution).data)
 
 
@@ -81,10 +82,10 @@ class ExecutionChildren(ApiView):
     def get(self, request: Request, id: uuid.UUID) -> Response:
         params = query(s.ChildrenQuery, request)
         after = pagination.decode_cursor(params.get("cursor"), pagination.text, pagination.int32)
-        parent = queries.execution(self.principal.workspace, id)
-        rows = queries.children_page(parent, status=params.get("status"), spawner=params.get("spawner"),
-                                     after=after, limit=params["limit"])
-        return pagination.page(request, rows, params["limit"], queries.child_key,
+        parent = selectors.executions.get(self.principal.workspace, id)
+        rows = selectors.children.page(parent, status=params.get("status"), spawner=params.get("spawner"),
+                                       after=after, limit=params["limit"])
+        return pagination.page(request, rows, params["limit"], selectors.children.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
 
 
@@ -95,7 +96,7 @@ class ExecutionEvents(ApiView):
     def get(self, request: Request, id: uuid.UUID) -> Response:
         params = query(s.PageQuery, request)
         after = pagination.decode_cursor(params.get("cursor"), pagination.int64)
-        execution = queries.execution(self.principal.workspace, id)
-        rows = queries.events_page(execution, after=after[0] if after else None, limit=params["limit"])
+        execution = selectors.executions.get(self.principal.workspace, id)
+        rows = selectors.steps.events(execution, after=after[0] if after else 0, limit=params["limit"] + 1)
         return pagination.page(request, rows, params["limit"], lambda row: [row.id],
                                lambda rows: s.EventSerializer(rows, many=True).data)

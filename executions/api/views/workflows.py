@@ -7,11 +7,12 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions.api import pagination, queries
+from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of
 from executions.api.views.base import ApiView, acting, query
+from workflows import selectors
 from workflows.dsl.parser import WORKFLOW_KEY
 from workflows.models import Role
 from workflows.services import publish_version
@@ -35,8 +36,8 @@ class WorkflowList(ApiView):
     def get(self, request: Request) -> Response:
         params = query(s.PageQuery, request)
         after = pagination.decode_cursor(params.get("cursor"), pagination.text)
-        rows = queries.definitions_page(self.principal.workspace, after=after[0] if after else None,
-                                        limit=params["limit"])
+        rows = selectors.definitions_page(self.principal.workspace, after=after[0] if after else None,
+                                          limit=params["limit"])
         return pagination.page(request, rows, params["limit"], lambda row: [row.key],
                                lambda rows: s.WorkflowSerializer(rows, many=True).data)
 
@@ -44,7 +45,7 @@ class WorkflowList(ApiView):
 class WorkflowDetail(ApiView):
     @extend_schema(operation_id="get_workflow", tags=TAG, responses={200: s.WorkflowDetailSerializer})
     def get(self, request: Request, key: str) -> Response:
-        return Response(s.WorkflowDetailSerializer(queries.definition(self.principal.workspace, key)).data)
+        return Response(s.WorkflowDetailSerializer(selectors.definition(self.principal.workspace, key)).data)
 
 
 class PublishVersion(ApiView):
@@ -73,4 +74,4 @@ class PublishVersion(ApiView):
 class VersionDetail(ApiView):
     @extend_schema(operation_id="get_version", tags=TAG, responses={200: s.VersionSerializer})
     def get(self, request: Request, hash: str) -> Response:
-        return Response(s.VersionSerializer(queries.version(self.principal.workspace, hash)).data)
+        return Response(s.VersionSerializer(selectors.version(self.principal.workspace, hash)).data)

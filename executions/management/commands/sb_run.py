@@ -63,7 +63,7 @@ class Command(BaseCommand):
         last = ""
         while True:
             current = Execution.objects.get(pk=execution.pk)
-            line = selectors.progress_line(current)
+            line = selectors.executions.progress_line(current)
             if line != last:
                 self.stderr.write(line)
                 last = line

@@ -1,0 +1,97 @@
+"""Reads of destinations: pages and lookups within a workspace, live counts for the Rate
+Limits page, and free slots for steps that wait for one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from executions.models import Destination
+from workflows.errors import NotFound
+from workflows.models import Workspace
+
+
+def page(workspace: Workspace, *, after: str | None, limit: int) -> list[Destination]:
+    """Up to ``limit + 1`` destinations by name, after the name ``after`` (a keyset page)."""
+    rows = Destination.objects.filter(workspace=workspace)
+    if after is not None:
+        rows = rows.filter(name__gt=after)
+    return list(rows.order_by("name")[: limit + 1])
+
+
+def every(workspace: Workspace) -> list[Destination]:
+    """All of a workspace's destinations by name (the Rate Limits page lists them all)."""
+    return list(Destination.objects.filter(workspace=workspace).order_by("name"))
+
+
+def named(workspace: Workspace, name: str) -> Destination:
+    found = Destination.objects.filter(workspace=workspace, name=name).first()
+    if found is None:
+        raise NotFound(f"no destination '{name}' in this workspace")
+    return found
+
+
+def by_id(workspace: Workspace, destination_id: int) -> Destination:
+    found = Destination.objects.filter(workspace=workspace, pk=destination_id).first()
+    if found is None:
+        raise NotFound(f"no destination {destination_id}")
+    return found
+
+
+# Per destination: steps in flight and due-but-waiting, and over the last five minutes the
+# calls, the failed calls and the p50/p95 latency.
+LIVE_COUNTS = """
+    SELECT d.id,
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING') AS in_flight,
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'READY'
+                AND s.due_at <= now()) AS waiting,
+           (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
+                AND c.created_at > now() - interval '5 minutes') AS calls,
+           (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
+                AND c.created_at > now() - interval '5 minutes' AND NOT c.ok) AS errors,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY c.latency_ms) FROM executions_destinationcall c
+                WHERE c.destination_id = d.id AND c.created_at > now() - interval '5 minutes') AS p50_ms,
+           (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY c.latency_ms) FROM executions_destinationcall c
+                WHERE c.destination_id = d.id AND c.created_at > now() - interval '5 minutes') AS p95_ms
+    FROM executions_destination d WHERE d.id = ANY(%(ids)s)
+"""
+
+
+def live_counts(destination_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """By destination id: in_flight, waiting, calls, errors, p50_ms, p95_ms."""
+    if not destination_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(LIVE_COUNTS, {"ids": destination_ids})
+        names = [column.name for column in cursor.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
+
+
+# Each destination's concurrency limit and the steps running against it (the partial RUNNING index).
+SLOTS = """
+    SELECT d.id, d.name, d.concurrency_limit,
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING')
+    FROM executions_destination d WHERE d.id = ANY(%(ids)s)
+"""
+
+
+@dataclass(frozen=True)
+class Slots:
+    name: str
+    limit: int | None
+    in_flight: int
+
+    @property
+    def saturated(self) -> bool:
+        return self.limit is not None and self.in_flight >= self.limit
+
+
+def slots(destination_ids: list[int]) -> dict[int, Slots]:
+    """In-flight steps against each destination's limit."""
+    if not destination_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(SLOTS, {"ids": destination_ids})
+        return {row[0]: Slots(row[1], row[2], row[3]) for row in cursor.fetchall()}

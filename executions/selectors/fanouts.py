@@ -1,0 +1,215 @@
+"""Reads of fan-outs: progress and the MERGE rule's verdicts per spawner, child counts for a
+page of executions, and the long tail of child durations.
+
+Counts come from the FanOut counters plus a grouped count of active children over the
+(parent, status) index; the verdicts are the rule's own SQL (merge_rule.py) evaluated by the
+database, never recomputed here; percentiles are computed in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from executions import merge_rule
+from executions.merge_rule import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED
+from executions.models import Execution, FanOut
+from workflows.errors import NotFound
+
+STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "NEVER_STARTED")
+
+
+@dataclass(frozen=True)
+class FanOutView:
+    """One spawner's fan-out. ``decided``, ``exceeded`` and ``finished`` are the database's
+    verdicts (merge_rule.FANOUT_*); ``done`` counts the children that ended."""
+
+    spawner_vertex: str
+    merge_vertex: str | None
+    total: int
+    created: int
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    never_started: int
+    spawn_complete: bool
+    explanation: str
+    fail_fast: bool
+    allowed_failures: int
+    max_failure_ratio: float
+    tolerated: list[str]
+    decided: bool
+    exceeded: bool
+    finished: bool
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.done / self.total if self.total else 100.0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.pending or self.running)
+
+    def counts(self) -> dict[str, int]:
+        return {"PENDING": self.pending, "RUNNING": self.running, "SUCCEEDED": self.succeeded,
+                "FAILED": self.failed, "CANCELLED": self.cancelled, "NEVER_STARTED": self.never_started}
+
+
+# An execution's fan-outs (of one spawner, or all), oldest first, with the merge rule's verdicts.
+FANOUTS = f"""
+    SELECT f.step_id, f.spawner_vertex, f.merge_vertex, f.total, f.created, f.spawn_complete,
+           f.succeeded, f.failed, f.cancelled, f.tolerates_failed, f.tolerates_cancelled,
+           f.max_failure_ratio, f.allowed_failures, f.fail_fast,
+           {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished
+    FROM executions_fanout f
+    WHERE f.execution_id = %(execution)s AND (%(spawner)s::varchar IS NULL OR f.spawner_vertex = %(spawner)s)
+    ORDER BY f.created_at, f.step_id
+"""  # noqa: S608 - the merge rule's constant expressions only
+
+# Children of one parent still pending or running, per spawner step and status.
+ACTIVE_CHILDREN = """
+    SELECT spawned_by_id, status, count(*) FROM executions_execution
+    WHERE parent_id = %(parent)s AND status IN ('PENDING', 'RUNNING')
+    GROUP BY spawned_by_id, status
+"""
+
+
+def of(execution: Execution) -> list[FanOutView]:
+    """Every fan-out of ``execution`` (none for an execution without a SPAWNER)."""
+    return _views(execution, None)
+
+
+def one(execution: Execution, spawner: str) -> FanOutView:
+    """The fan-out of ``spawner``; NotFound if that vertex has not spawned."""
+    found = _views(execution, spawner)
+    if not found:
+        raise NotFound(f"execution {execution.pk} has no fan-out '{spawner}'")
+    return found[0]
+
+
+def _views(execution: Execution, spawner: str | None) -> list[FanOutView]:
+    with connection.cursor() as cursor:
+        cursor.execute(FANOUTS, {"execution": execution.pk, "spawner": spawner})
+        names = [column.name for column in cursor.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        if not rows:
+            return []
+        cursor.execute(ACTIVE_CHILDREN, {"parent": execution.pk})
+        active = {(step_id, status): n for step_id, status, n in cursor.fetchall()}
+    return [_view(row, active) for row in rows]
+
+
+def _view(row: dict[str, Any], active: dict[tuple[int, str], int]) -> FanOutView:
+    return FanOutView(
+        spawner_vertex=row["spawner_vertex"], merge_vertex=row["merge_vertex"], total=row["total"],
+        created=row["created"], pending=active.get((row["step_id"], "PENDING"), 0),
+        running=active.get((row["step_id"], "RUNNING"), 0), succeeded=row["succeeded"], failed=row["failed"],
+        cancelled=row["cancelled"], never_started=row["total"] - row["created"],
+        spawn_complete=row["spawn_complete"], explanation=merge_rule.explain(row), fail_fast=row["fail_fast"],
+        allowed_failures=row["allowed_failures"], max_failure_ratio=row["max_failure_ratio"],
+        tolerated=[s for s, on in (("FAILED", row["tolerates_failed"]), ("CANCELLED", row["tolerates_cancelled"]))
+                   if on],
+        decided=row["decided"], exceeded=row["exceeded"], finished=row["finished"],
+    )
+
+
+# --- counts for a page of executions ------------------------------------------------------------
+
+# Children of several parents still pending or running, per parent and status.
+ACTIVE_CHILDREN_OF = """
+    SELECT parent_id, status, count(*) FROM executions_execution
+    WHERE parent_id = ANY(%(parents)s) AND status IN ('PENDING', 'RUNNING')
+    GROUP BY parent_id, status
+"""
+
+
+def with_counts(executions: list[Execution]) -> list[Execution]:
+    """Set ``counts`` (status → children, summed over its fan-outs) on each execution that
+    spawned children, None on the others: two queries for the whole list."""
+    totals: dict[uuid.UUID, dict[str, int]] = {}
+    for fan in FanOut.objects.filter(execution_id__in=[e.pk for e in executions]):
+        counts = totals.setdefault(fan.execution_id, dict.fromkeys(STATUSES, 0))
+        counts["SUCCEEDED"] += fan.succeeded
+        counts["FAILED"] += fan.failed
+        counts["CANCELLED"] += fan.cancelled
+        counts["NEVER_STARTED"] += fan.total - fan.created
+    if totals:
+        with connection.cursor() as cursor:
+            cursor.execute(ACTIVE_CHILDREN_OF, {"parents": list(totals)})
+            for parent_id, status, n in cursor.fetchall():
+                totals[parent_id][status] += n
+    for execution in executions:
+        execution.counts = totals.get(execution.pk)  # type: ignore[attr-defined] # read by the API serializer
+    return executions
+
+
+# --- long tail ----------------------------------------------------------------------------------
+
+# Finished children's durations in one sort: how many, p50/p95/p99 (float seconds) and the max.
+TAIL_STATS = """
+    SELECT count(*), percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY d), max(d)
+    FROM (SELECT date_part('epoch', finished_at - started_at) AS d FROM executions_execution
+          WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL) x
+"""
+
+# Finished children per duration bucket (equal widths from 0 to ``top``).
+TAIL_HISTOGRAM = """
+    SELECT width_bucket(date_part('epoch', finished_at - started_at), 0, %(top)s, %(buckets)s), count(*)
+    FROM executions_execution
+    WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL
+    GROUP BY 1
+"""
+
+# The ten slowest finished children, searched only among those at least ``at_least`` seconds long.
+TAIL_SLOWEST = """
+    SELECT id, item_index, status, date_part('epoch', finished_at - started_at) FROM executions_execution
+    WHERE parent_id = %(parent)s AND finished_at IS NOT NULL AND started_at IS NOT NULL
+      AND finished_at - started_at >= make_interval(secs => %(at_least)s)
+    ORDER BY finished_at - started_at DESC, item_index LIMIT 10
+"""
+
+
+@dataclass(frozen=True)
+class Slow:
+    id: Any
+    item_index: int | None
+    status: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Tail:
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+    buckets: list[tuple[float, float, int]]  # (from seconds, to seconds, children)
+    slowest: list[Slow]
+
+
+def long_tail(parent_id: Any, *, buckets: int = 20) -> Tail:
+    """Durations of a parent's finished children: percentiles, a histogram, the ten slowest
+    (searched only at or above p99 once there are 1,000 children: at least ten are there)."""
+    with connection.cursor() as cursor:
+        cursor.execute(TAIL_STATS, {"parent": parent_id})
+        count, percentiles, top = cursor.fetchone()
+        if not count:
+            return Tail(0, None, None, None, None, [], [])
+        p50, p95, p99 = (float(p) for p in percentiles)
+        width = float(top) / buckets or 1.0
+        cursor.execute(TAIL_HISTOGRAM, {"parent": parent_id, "top": width * buckets * 1.000001, "buckets": buckets})
+        counts = dict(cursor.fetchall())
+        cursor.execute(TAIL_SLOWEST, {"parent": parent_id, "at_least": p99 if count >= 1000 else 0.0})
+        slowest = [Slow(*row) for row in cursor.fetchall()]
+    histogram = [((b - 1) * width, b * width, int(counts.get(b, 0))) for b in range(1, buckets + 1)]
+    return Tail(int(count), p50, p95, p99, float(top), histogram, slowest)
