@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 
 from executions import merge_rule
 from executions.models import FanOut
-from tests import helpers
-from tests.integration.conftest import client_for
-from tests.integration.test_api_helpers import api
+from tests.support import helpers
+from tests.support.clients import api, client_for
 from workflows.models import Role
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,8 @@ from django.urls import reverse
 
 from executions import selectors, services
 from executions.models import Execution
-from tests import helpers
-from tests.integration.conftest import client_for
-from tests.integration.test_api_helpers import api
+from tests.support import helpers
+from tests.support.clients import api, client_for
 from workflows.errors import NotFound
 from workflows.models import Role
 
