@@ -23,7 +23,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from workflows import actors, dsl, selectors, signing, sudo
+from workflows import actors, dsl, queue_admin, selectors, signing, sudo
 from workflows.access import Principal, revoke_token, workspace_roles
 from workflows.audit import audited, record
 from workflows.dsl.parser import WORKFLOW_KEY
@@ -437,3 +437,6 @@ class AuditEventAdmin(RoleAdmin):
     search_fields = ["actor", "action", "target", "reason"]
     date_hierarchy = "created_at"
     view_role = Role.ADMIN  # rows without a workspace (commands, claims without one) are for superusers
+
+
+queue_admin.replace_registrations(admin.site)

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from executions import services
 from executions.models import Execution
 from workflows import actors, signing
+from workflows.management.commands.sb_actor import actor_admin
 from workflows.models import AuditEvent, SystemActor, Workspace
 from workflows.services import publish_version
 from workflows.sudo import VerifiedActor
@@ -30,7 +31,8 @@ class Actor:
 
 def make_actor(name: str = "deployer", patterns: tuple[str, ...] = ("system.*",)) -> Actor:
     key = signing.new_private_key()
-    row = actors.register(name, signing.public_text(key), patterns, by="test")
+    with actor_admin():  # as manage.py sb_actor does: the database refuses actors registered otherwise
+        row = actors.register(name, signing.public_text(key), patterns, by="test")
     return Actor(name, key, row)
 
 

@@ -5,22 +5,42 @@ registers only its public key; ``register`` takes a public key made elsewhere (e
 ``openssl genpkey -algorithm ed25519``), so the private key never touches this machine.
 ``sign`` prints the claim headers for one request, one ``Name: value`` per line (``curl
 -H @file`` reads that), or as curl arguments with ``--format curl``. See docs/security.md.
+
+
+Registering and rotating insert system actor rows, which the database refuses outside
+``actor_admin()`` below (migration 0006): this command is the only code that opens it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection, transaction
 
 from workflows import actors, signing
 from workflows.models import SystemActor
 
 BY = "cli:sb_actor"
+ACTOR_ADMIN = "schemabridge.actor_admin"
+
+
+@contextlib.contextmanager
+def actor_admin() -> Iterator[None]:
+    """A transaction in which the database accepts new system actor rows: the insert guard
+    (migration 0006) checks this transaction-local setting. Reset on the way out, so an
+    enclosing transaction (a test's) does not keep it; on an error the rollback (to the
+    savepoint, when nested) undoes it."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config(%s, 'on', true)", [ACTOR_ADMIN])
+        yield
+        cursor.execute("SELECT set_config(%s, 'off', true)", [ACTOR_ADMIN])
 
 
 class Command(BaseCommand):
@@ -69,28 +89,34 @@ class Command(BaseCommand):
         actors.clean_patterns(options["patterns"].split(","))  # refuse before writing anything
         _write_private(path, key)
         try:
-            actor = actors.register(options["name"], signing.public_text(key), options["patterns"].split(","), by=BY)
+            with actor_admin():
+                actor = actors.register(options["name"], signing.public_text(key), options["patterns"].split(","),
+                                        by=BY)
         except actors.ActorError:
             path.unlink()
             raise
         self._registered(actor, f"Private key written to {path} (mode 0600); keep it secret, it is not stored here.")
 
     def register(self, options: dict[str, Any]) -> None:
-        actor = actors.register(options["name"], _read(options["public_key"]).decode(), options["patterns"].split(","),
-                                by=BY)
+        with actor_admin():
+            actor = actors.register(options["name"], _read(options["public_key"]).decode(),
+                                    options["patterns"].split(","), by=BY)
         self._registered(actor, "Only the public key was given: the private key stays where it was made.")
 
     def rotate(self, options: dict[str, Any]) -> None:
         patterns = options["patterns"].split(",") if options["patterns"] else None
         if options["public_key"]:
-            actor = actors.rotate(options["name"], _read(options["public_key"]).decode(), by=BY, patterns=patterns)
+            with actor_admin():
+                actor = actors.rotate(options["name"], _read(options["public_key"]).decode(), by=BY,
+                                      patterns=patterns)
             self._registered(actor, "The old key is deactivated; claims signed with it are refused from now on.")
             return
         key = signing.new_private_key()
         path = _key_path(options["out"], options["name"])
         _write_private(path, key)
         try:
-            actor = actors.rotate(options["name"], signing.public_text(key), by=BY, patterns=patterns)
+            with actor_admin():
+                actor = actors.rotate(options["name"], signing.public_text(key), by=BY, patterns=patterns)
         except actors.ActorError:
             path.unlink()
             raise
