@@ -9,6 +9,8 @@ REDIS_URL     use Redis as django-q2's broker instead of the database.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,12 @@ def env_int(name: str, default: int) -> int:
 def env_float(name: str, default: float) -> float:
     value = os.environ.get(name, "")
     return float(value) if value.strip() else default
+
+
+def derived_deployment_id(secret_key: str) -> str:
+    """A stable, non-secret id for this deployment when SB_DEPLOYMENT_ID is not set: an HMAC
+    of a fixed label under SECRET_KEY (reveals nothing about the key)."""
+    return "sb-" + hmac.new(secret_key.encode(), b"schemabridge deployment id", hashlib.sha256).hexdigest()[:16]
 
 
 DEBUG = env_bool("DEBUG")
@@ -254,6 +262,10 @@ SB: dict[str, Any] = {
     "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
     # Payloads of finished executions are deleted this long after their root finished.
     "PAYLOAD_RETENTION_SECONDS": env_float("SB_PAYLOAD_RETENTION_SECONDS", 7 * 24 * 3600),
+    # This deployment's name in system actors' signed claims (S15): a claim signed for another
+    # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
+    # set it explicitly in production so that rotating SECRET_KEY does not change it.
+    "DEPLOYMENT_ID": os.environ.get("SB_DEPLOYMENT_ID", "").strip() or derived_deployment_id(SECRET_KEY),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()

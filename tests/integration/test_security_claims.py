@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from rest_framework.test import APIClient
@@ -93,6 +94,18 @@ def test_a_claim_signed_with_the_wrong_key_is_refused(workspace: Any, deployer: 
     assert_nothing_published()
 
 
+@pytest.mark.parametrize(("deployment", "workspace_slug"), [("another-deployment", "default"), (None, "other")])
+def test_a_claim_signed_for_another_deployment_or_workspace_is_refused(
+        workspace: Any, deployer: Actor, deployment: str | None, workspace_slug: str) -> None:
+    """Issue 15, finding 9: the same key registered on two deployments, or a token of another
+    workspace, does not make a claim valid there."""
+    scope = signing.Scope(deployment or settings.SB["DEPLOYMENT_ID"], workspace_slug)
+    response = signed(api(workspace, "author"), deployer, "POST", PUBLISH, helpers.NOOP, scope=scope)
+    row = refused_claim(response, "does not verify")
+    assert f"this is deployment '{settings.SB['DEPLOYMENT_ID']}', workspace 'default'" in row.reason
+    assert_nothing_published()
+
+
 def test_an_inactive_actor_is_refused(workspace: Any, deployer: Actor) -> None:
     actors.deactivate(deployer.row, by="test")
     response = signed(api(workspace, "admin"), deployer, "POST", PUBLISH, helpers.NOOP)
@@ -142,7 +155,7 @@ def test_a_replayed_nonce_is_refused(workspace: Any, deployer: Actor) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_racing_replays_are_decided_by_the_unique_constraint(deployer: Actor) -> None:
+def test_racing_replays_are_decided_by_the_unique_constraint(workspace: Any, deployer: Actor) -> None:
     request = claims.HttpRequest("POST", PUBLISH, b"{}")
     header = claim(deployer, "POST", PUBLISH, b"{}")
     names = {name: header["HTTP_" + name.upper().replace("-", "_")] for name in signing.HEADERS}
@@ -152,7 +165,7 @@ def test_racing_replays_are_decided_by_the_unique_constraint(deployer: Actor) ->
     def attempt() -> None:
         barrier.wait(timeout=10)
         try:
-            claims.verify(names.get, request, workspace=None, via="test")
+            claims.verify(names.get, request, workspace=workspace, via="test")
             outcomes.append("accepted")
         except claims.ClaimRefused as refusal:
             outcomes.append(str(refusal))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.conf import settings
 
 from executions import services
 from executions.models import Execution
@@ -37,9 +38,12 @@ def make_actor(name: str = "deployer", patterns: tuple[str, ...] = ("system.*",)
 
 
 def claim(actor: Actor, method: str, path: str, body: bytes = b"", **overrides: Any) -> dict[str, str]:
-    """The claim headers as Django test-client keyword arguments (``HTTP_X_SB_…``)."""
+    """The claim headers as Django test-client keyword arguments (``HTTP_X_SB_…``), signed for
+    this deployment and the default workspace unless ``scope`` says otherwise."""
     key = overrides.pop("key", actor.key)
-    headers = signing.sign(key, method, path, body, actor=overrides.pop("name", actor.name), **overrides)
+    scope = overrides.pop("scope", None) or signing.Scope(settings.SB["DEPLOYMENT_ID"], "default")
+    headers = signing.sign(key, method, path, body, actor=overrides.pop("name", actor.name), scope=scope,
+                           **overrides)
     return as_meta(headers)
 
 

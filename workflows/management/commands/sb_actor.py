@@ -1,9 +1,9 @@
-"""System actors (S15): ``manage.py sb_actor keygen|register|sign|list|deactivate|rotate``.
+"""System actors (S15): ``manage.py sb_actor keygen|register|sign|deployment|list|deactivate|rotate``.
 
 ``keygen NAME`` writes a new Ed25519 private key (PEM, mode 0600) for the caller and
 registers only its public key; ``register`` takes a public key made elsewhere (e.g. with
 ``openssl genpkey -algorithm ed25519``), so the private key never touches this machine.
-``sign`` prints the claim headers for one request, one ``Name: value`` per line (``curl
+``sign`` prints the claim headers for one request to a deployment and workspace, one ``Name: value`` per line (``curl
 -H @file`` reads that), or as curl arguments with ``--format curl``. See docs/security.md.
 
 
@@ -24,7 +24,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from workflows import actors, signing
+from workflows import actors, claims, signing
 from workflows.models import SystemActor
 
 BY = "cli:sb_actor"
@@ -60,12 +60,17 @@ class Command(BaseCommand):
         sign = commands.add_parser("sign", help="print the claim headers for one request")
         sign.add_argument("--key", required=True, metavar="FILE", help="the actor's private key (PEM)")
         sign.add_argument("--actor", required=True, metavar="NAME")
+        sign.add_argument("--workspace", required=True, metavar="SLUG",
+                          help="the workspace of the API token the request is sent with")
+        sign.add_argument("--deployment", metavar="ID", help="the deployment the request is sent to (default: "
+                                                             "this one's SB_DEPLOYMENT_ID; see 'deployment')")
         sign.add_argument("method", help="HTTP method, e.g. POST")
         sign.add_argument("path", help="the request path as sent, query string included, e.g. /api/v1/executions")
         sign.add_argument("--body", metavar="FILE", help="the exact request body ('-' for standard input; "
                                                          "default: empty)")
         sign.add_argument("--format", choices=["headers", "curl"], default="headers",
                           help="'Name: value' lines (default) or curl -H arguments")
+        commands.add_parser("deployment", help="print this deployment's id (SB_DEPLOYMENT_ID), which claims sign")
         listing = commands.add_parser("list", help="list actors: names, patterns, key fingerprints")
         listing.add_argument("--all", action="store_true", help="include deactivated keys")
         deactivate = commands.add_parser("deactivate", help="deactivate an actor's key for good")
@@ -148,12 +153,16 @@ class Command(BaseCommand):
         source = options["body"]
         body = b"" if source is None else sys.stdin.buffer.read() if source == "-" else _read(source)
         try:
-            headers = signing.sign(key, options["method"], options["path"], body, actor=options["actor"])
+            scope = signing.Scope(options["deployment"] or claims.deployment_id(), options["workspace"])
+            headers = signing.sign(key, options["method"], options["path"], body, actor=options["actor"], scope=scope)
         except signing.MalformedClaim as error:
             raise CommandError(str(error)) from error
         for name, value in headers.items():
             line = f"{name}: {value}"
             self.stdout.write(f"-H {shlex.quote(line)}" if options["format"] == "curl" else line)
+
+    def deployment(self, options: dict[str, Any]) -> None:
+        self.stdout.write(claims.deployment_id())
 
     def _registered(self, actor: SystemActor, note: str) -> None:
         self.stdout.write(f"Registered system actor '{actor.name}' (key {signing.fingerprint(actor.public_key)}) "
