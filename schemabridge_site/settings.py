@@ -266,6 +266,13 @@ SB: dict[str, Any] = {
     # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
     # set it explicitly in production so that rotating SECRET_KEY does not change it.
     "DEPLOYMENT_ID": os.environ.get("SB_DEPLOYMENT_ID", "").strip() or derived_deployment_id(SECRET_KEY),
+    # Refused system-actor claims allowed per credential (token) per minute; then 429.
+    "CLAIM_REFUSALS_PER_MINUTE": env_int("SB_CLAIM_REFUSALS_PER_MINUTE", 10),
+    # Largest API request bodies, checked from Content-Length before reading and again while
+    # reading (a 413 problem): starts, publishes, and every other write (or a claim's body).
+    "MAX_START_BYTES": env_int("SB_MAX_START_BYTES", 8 * 1024 * 1024),
+    "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
+    "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()

@@ -40,6 +40,12 @@ class Principal:
     role: str
     label: str  # user:alice, token:ci-bot, actor:deployer via token:ci-bot
     system_actor: VerifiedActor | None = None
+    token_id: int | None = None  # the API token it came from, if any
+
+    @property
+    def credential(self) -> str:
+        """A stable name for the credential (``token:7``, ``user:alice``), to count against."""
+        return f"token:{self.token_id}" if self.token_id is not None else self.label
 
     def with_system_actor(self, actor: VerifiedActor) -> Principal:
         """This principal, acting for a verified system actor (same workspace and role)."""
@@ -119,7 +125,7 @@ def principal_for_token(secret: str) -> Principal | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
         # At most one write a minute per token: reads stay reads.
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return Principal(token.workspace, token.role, f"token:{token.name}")
+    return Principal(token.workspace, token.role, f"token:{token.name}", token_id=token.pk)
 
 
 def revoke_token(token: ApiToken) -> None:

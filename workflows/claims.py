@@ -58,7 +58,8 @@ class HttpRequest:
 
     method: str
     path: str  # with the query string, if any
-    body: bytes
+    body: bytes | None  # None: refused before the body was read (it is not hashed then)
+    ip: str = ""  # the source address (REMOTE_ADDR)
 
 
 def verify(header: Callable[[str], str | None], request: HttpRequest, *, workspace: Workspace,
@@ -108,7 +109,8 @@ def _verified(claim: signing.Claim, request: HttpRequest, scope: signing.Scope) 
         raise ClaimRefused(f"no system actor '{claim.actor}' is registered")
     if not actor.active:
         raise ClaimRefused(f"system actor '{claim.actor}' is deactivated")
-    if not signing.verifies(actor.public_key, claim, request.method, request.path, request.body, scope=scope):
+    if not signing.verifies(actor.public_key, claim, request.method, request.path, request.body or b"",
+                            scope=scope):
         raise ClaimRefused(f"the signature does not verify with the registered key of system actor "
                            f"'{claim.actor}' (a forged or altered request, another key, or a claim signed for "
                            f"another deployment or workspace: this is deployment '{scope.deployment}', "
@@ -137,5 +139,5 @@ def _detail(request: HttpRequest, via: str, timestamp: Any, nonce: Any) -> dict[
     def clip(value: Any) -> Any:
         return value[:200] if isinstance(value, str) else value
 
-    return {"via": via, "body_sha256": signing.body_digest(request.body), "timestamp": clip(timestamp),
-            "nonce": clip(nonce)}
+    digest = None if request.body is None else signing.body_digest(request.body)
+    return {"via": via, "ip": request.ip, "body_sha256": digest, "timestamp": clip(timestamp), "nonce": clip(nonce)}

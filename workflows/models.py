@@ -185,3 +185,19 @@ class ClaimNonce(models.Model):
 
     def __str__(self) -> str:
         return self.nonce
+
+
+class ThrottleCounter(models.Model):
+    """Hits on one throttle key (``login:ip:…``, ``claim-refused:token:7``) in one fixed
+    window; ``workflows.throttle`` upserts and prunes these rows. At most one row per key
+    and window, so a flood of failures grows nothing but a counter."""
+
+    key = models.CharField(max_length=200)
+    window_start = models.DateTimeField(db_index=True)
+    hits = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "window_start"], name="throttle_counter_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.window_start:%H:%M:%S} {self.hits}"

@@ -233,33 +233,36 @@ def test_a_pattern_mismatch_is_refused_and_audited(workspace: Any) -> None:
 
 
 def test_a_claim_must_come_with_a_token(workspace: Any, deployer: Actor) -> None:
-    row = refused_claim(signed(APIClient(), deployer, "POST", PUBLISH, helpers.NOOP),
-                        "must accompany an API token")
-    assert row.detail["via"] == "no credentials"
+    audit_rows = AuditEvent.objects.count()
+    body = problem(signed(APIClient(), deployer, "POST", PUBLISH, helpers.NOOP), 403)
+    assert body["code"] == "claim-refused" and "must accompany an API token" in body["detail"]
+    assert AuditEvent.objects.count() == audit_rows  # no credentials: nothing is written (issue 15, finding 6)
     user = get_user_model().objects.create_user("alice", password="pw", is_superuser=True)
     Membership.objects.create(user=user, workspace=workspace, role="admin")
     session = APIClient()
     session.force_login(user)
     row = refused_claim(signed(session, deployer, "POST", PUBLISH, helpers.NOOP), "must accompany an API token")
-    assert row.detail["via"] == "user:alice" and row.workspace == workspace
+    assert row.detail["via"] == "user:alice" and row.workspace == workspace and row.detail["ip"] == "127.0.0.1"
     assert_nothing_published()
 
 
-def test_a_claim_with_a_refused_token_is_refused_and_audited(workspace: Any, deployer: Actor) -> None:
+def test_a_claim_with_a_refused_token_is_refused_and_writes_nothing(workspace: Any, deployer: Actor) -> None:
     token, secret = create_token(workspace, name="old", role="admin")
     revoke_token(token)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    audit_rows = AuditEvent.objects.count()
     problem(signed(client, deployer, "POST", PUBLISH, helpers.NOOP), 401)
-    row = last_audit("claim")
-    assert row.outcome == "refused" and "credentials it came with were refused" in row.reason
+    assert AuditEvent.objects.count() == audit_rows  # refused credentials are no credentials (finding 6)
 
 
 def test_a_claim_grants_no_role(workspace: Any, deployer: Actor) -> None:
+    """The role is checked before the body is read, so before the claim (which signs the body)
+    is verified: the refusal is the role's, audited as such."""
     response = signed(api(workspace, "viewer"), deployer, "POST", PUBLISH, helpers.NOOP)
     assert "viewer role cannot publish" in problem(response, 403)["detail"]
-    assert last_audit("claim").outcome == "accepted"
     assert last_audit("workflow.publish").outcome == "refused"
+    assert not ClaimNonce.objects.exists()  # the claim was never spent: it can still be used with a right token
     assert_nothing_published()
 
 

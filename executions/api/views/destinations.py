@@ -13,7 +13,7 @@ from executions.api import pagination, queries
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
-from executions.api.views.base import ApiView, acting, body, query
+from executions.api.views.base import ApiView, acting, body, query, writes
 from workflows.models import Role
 
 TAG = ["destinations"]
@@ -35,6 +35,7 @@ class CreateDestination(ApiView):
     @extend_schema(operation_id="create_destination", tags=TAG, request=s.CreateDestination,
                    responses={201: s.DestinationSerializer,
                               **problems(s409="A destination with this name already exists.")})
+    @writes("destination.create", Role.OPERATOR, "create destinations")
     def post(self, request: Request) -> Response:
         data = body(s.CreateDestination, request)
         principal = self.principal
@@ -56,6 +57,7 @@ class UpdateDestination(ApiView):
                    description="Change a destination's URL, timeout or limits; a new concurrency limit "
                                "applies at the next claim on every worker.",
                    responses={200: s.DestinationSerializer})
+    @writes("destination.update", Role.OPERATOR, "edit destinations", target="{name}")
     def patch(self, request: Request, name: str) -> Response:
         data = body(s.UpdateDestination, request)
         if data.pop("name", name) != name:
