@@ -350,8 +350,9 @@ def test_a_reserved_version_cannot_be_started_by_its_hash(workspace: Any) -> Non
 
 def test_an_ordinary_execution_in_a_system_tree_is_protected(workspace: Any) -> None:
     handlers.set_flaky(True)
-    helpers.publish(workspace, "child", FLAKY)
-    publish_system(workspace, "system.parent", helpers.fanout_doc("child"))
+    doc = helpers.fanout_doc("child")
+    doc["vertices"]["fan"]["version"] = helpers.publish(workspace, "child", FLAKY).hash  # pinned: see finding 10
+    publish_system(workspace, "system.parent", doc)
     parent = start_system(workspace, "system.parent", {"items": [{"fail": True}]})
     helpers.run_engine()
     handlers.set_flaky(False)

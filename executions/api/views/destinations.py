@@ -41,7 +41,8 @@ class CreateDestination(ApiView):
         principal = self.principal
         with acting(principal, "destination.create", Role.OPERATOR, target=data["name"],
                     what="create destinations"):
-            created = destinations.create_destination(principal.workspace, **data)
+            created = destinations.create_destination(principal.workspace, system_actor=principal.system_actor,
+                                                      **data)
         location = request.build_absolute_uri(reverse("api:destination", kwargs={"name": created.name}))
         return Response(s.DestinationSerializer(created).data, status=201, headers={"Location": location})
 
@@ -65,5 +66,6 @@ class UpdateDestination(ApiView):
                              errors=[{"field": "name", "message": "must equal the current name"}])
         principal = self.principal
         with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations"):
-            updated = destinations.update_destination(queries.destination(principal.workspace, name), **data)
+            updated = destinations.update_destination(queries.destination(principal.workspace, name),
+                                                      system_actor=principal.system_actor, **data)
         return Response(s.DestinationSerializer(updated).data)
