@@ -5,6 +5,8 @@ SECRET_KEY    required unless DEBUG is on.
 DEBUG         "1"/"true" to enable debug mode (off by default).
 ALLOWED_HOSTS comma-separated host names (default: localhost names).
 REDIS_URL     use Redis as django-q2's broker instead of the database.
+SB_SSL_REDIRECT, SB_SECURE_COOKIES, SB_HSTS_SECONDS, SB_HSTS_INCLUDE_SUBDOMAINS, SB_HSTS_PRELOAD,
+SB_PROXY_SSL_HEADER   HTTPS hardening: on by default when DEBUG is off (docs/security.md).
 """
 
 from __future__ import annotations
@@ -68,13 +70,26 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-local-development-key-only-used-with-DEBUG-on"  # noqa: S105
 
 ALLOWED_HOSTS = [
-    host.strip()
-    for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
-    if host.strip()
+    host.strip() for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if host.strip()
 ]
 CSRF_TRUSTED_ORIGINS = [
     origin.strip() for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin.strip()
 ]
+
+# --- HTTPS (docs/security.md, "Deploying") ------------------------------------------------
+# Secure by default whenever DEBUG is off (`manage.py check --deploy` reports nothing);
+# `make run` turns DEBUG on, so plain http on localhost keeps working. Each can be set alone.
+_SECURE = not DEBUG
+SECURE_SSL_REDIRECT = env_bool("SB_SSL_REDIRECT", _SECURE)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SB_SECURE_COOKIES", _SECURE)
+SECURE_HSTS_SECONDS = env_int("SB_HSTS_SECONDS", 31_536_000 if _SECURE else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SB_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
+SECURE_HSTS_PRELOAD = env_bool("SB_HSTS_PRELOAD", _SECURE)
+# Behind a TLS-terminating proxy: the header it sets for https requests, e.g.
+# SB_PROXY_SSL_HEADER=X-Forwarded-Proto (only if the proxy always sets or strips it).
+if os.environ.get("SB_PROXY_SSL_HEADER", "").strip():
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + os.environ["SB_PROXY_SSL_HEADER"].strip().upper().replace("-", "_"),
+                               "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
