@@ -281,6 +281,10 @@ SB: dict[str, Any] = {
     # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
     # set it explicitly in production so that rotating SECRET_KEY does not change it.
     "DEPLOYMENT_ID": os.environ.get("SB_DEPLOYMENT_ID", "").strip() or derived_deployment_id(SECRET_KEY),
+    # Failed logins (per IP and per username) and failed API token authentications (per IP)
+    # allowed per window; then the login form refuses and the API answers 429.
+    "AUTH_FAILURES_LIMIT": env_int("SB_AUTH_FAILURES_LIMIT", 10),
+    "AUTH_FAILURE_WINDOW_SECONDS": env_int("SB_AUTH_FAILURE_WINDOW_SECONDS", 300),
     # Refused system-actor claims allowed per credential (token) per minute; then 429.
     "CLAIM_REFUSALS_PER_MINUTE": env_int("SB_CLAIM_REFUSALS_PER_MINUTE", 10),
     # Largest API request bodies, checked from Content-Length before reading and again while

@@ -1,9 +1,11 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from executions import demo
+from workflows.logins import LoginForm
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -12,6 +14,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Before django.contrib.auth's own "login" route: the same view with a throttled form.
+    path("accounts/login/", LoginView.as_view(authentication_form=LoginForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("healthz", healthz, name="healthz"),
     path("demo/ledger/entries", demo.ledger_entries_view, name="demo-ledger-entries"),

@@ -27,6 +27,7 @@ from workflows import actors, dsl, queue_admin, selectors, signing, sudo
 from workflows.access import Principal, revoke_token, workspace_roles
 from workflows.audit import audited, record
 from workflows.dsl.parser import WORKFLOW_KEY
+from workflows.logins import AdminLoginForm
 from workflows.models import (
     ApiToken,
     AuditEvent,
@@ -371,10 +372,10 @@ class MembershipAdmin(RoleAdmin):
 class ApiTokenAdmin(RoleAdmin):
     """Tokens are created with ``manage.py sb_token create`` (the secret is shown once)."""
 
-    list_display = ["name", "workspace", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["name", "workspace", "role", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = [WORKSPACE_FILTER, "role"]
     readonly_fields = ("workspace", "name", "role", "prefix", "created_by", "created_at", "last_used_at",
-                       "revoked_at")
+                       "expires_at", "revoked_at")
     fields = readonly_fields
     actions = ["revoke"]
     view_role = Role.ADMIN
@@ -440,3 +441,4 @@ class AuditEventAdmin(RoleAdmin):
 
 
 queue_admin.replace_registrations(admin.site)
+admin.site.login_form = AdminLoginForm  # failed admin logins are throttled like the UI's

@@ -107,8 +107,10 @@ class ApiToken(models.Model):
     key_hash = models.CharField(max_length=64, unique=True)
     created_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="Updated at most once a minute, so reads stay reads.")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on; empty: never expires.")
 
     class Meta:
         ordering = ["-created_at"]

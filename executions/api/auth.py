@@ -21,7 +21,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from executions.errors import Forbidden
-from workflows import claims, signing, throttle
+from workflows import claims, logins, signing, throttle
 from workflows.access import Principal, principal_for_session, principal_for_token
 
 
@@ -36,7 +36,13 @@ class TokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("the Authorization header must be 'Token <secret>'")
         principal = principal_for_token(header[1])
         if principal is None:
-            raise exceptions.AuthenticationFailed("unknown or revoked token")
+            # Counted per source IP; past the limit the answer is 429 (a valid token never is).
+            over = logins.blocked(request, "token-auth")
+            if over is not None:
+                raise exceptions.Throttled(wait=over.seconds_left, detail=f"too many failed token authentications "
+                                           f"from this address ({over.hits}); SB_AUTH_FAILURES_LIMIT")
+            logins.failed(request, "token-auth")
+            raise exceptions.AuthenticationFailed("unknown, revoked or expired token")
         return (principal, principal)
 
     def authenticate_header(self, request: Any) -> str:

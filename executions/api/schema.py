@@ -21,7 +21,7 @@ PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
 _GENERIC = {
     "400": "Invalid request: bad JSON, a wrong field, query parameter or header (see `errors`).",
-    "401": "Missing, unknown or revoked token.",
+    "401": "Missing, unknown, revoked or expired token.",
     "403": "The token's role may not do this (or the session user belongs to no workspace).",
     "404": "No such object in this workspace (objects of other workspaces are never visible).",
     "413": "The request body is too large.",

@@ -4,12 +4,14 @@ with no warning, ``make run``'s DEBUG mode still serves plain http, and the test
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 HTTPS_VARIABLES = ("DEBUG", "SB_SSL_REDIRECT", "SB_SECURE_COOKIES", "SB_HSTS_SECONDS", "SB_HSTS_INCLUDE_SUBDOMAINS",
@@ -51,3 +53,15 @@ def test_production_defaults_are_secure_and_debug_serves_plain_http() -> None:
 
 def test_only_the_test_settings_accept_testserver() -> None:
     assert settings_in({**production_env(), "DJANGO_SETTINGS_MODULE": "schemabridge_site.test_settings"})[-1] is True
+
+
+def test_sb_up_says_where_the_admin_password_is_without_printing_it(monkeypatch: Any) -> None:
+    from executions.management.commands import sb_up
+
+    monkeypatch.delenv("SB_ADMIN_PASSWORD", raising=False)
+    out = io.StringIO()
+    sb_up.Command(stdout=out)._banner("http://127.0.0.1:8000", [])
+    password_file = ROOT / ".local" / "admin-password"
+    assert f"user 'admin', password in {password_file} (owner-only)" in out.getvalue()
+    if password_file.exists():
+        assert password_file.read_text().strip() not in out.getvalue()
