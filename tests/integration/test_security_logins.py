@@ -109,3 +109,14 @@ def test_last_use_is_written_at_most_once_a_minute(workspace: Any) -> None:
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - timedelta(minutes=2))
     ok(client.get("/api/v1/workflows"))
     assert ApiToken.objects.get(pk=token.pk).last_used_at > first - timedelta(minutes=1)
+
+
+def test_throttle_counters_upsert_one_row_per_key_and_window_and_prune_old_ones(db: Any) -> None:
+    from workflows import throttle
+
+    assert [throttle.hit("k", 86400).hits for _ in range(3)] == [1, 2, 3]
+    assert throttle.tally("k", 86400).hits == 3 and throttle.tally("other", 86400).hits == 0
+    assert throttle.over("k", 3, 86400) is not None and throttle.over("k", 4, 86400) is None
+    ThrottleCounter.objects.create(key="old", window_start=timezone.now() - timedelta(days=3), hits=9)
+    throttle.hit("k", 86400)
+    assert sorted(ThrottleCounter.objects.values_list("key", "hits")) == [("k", 4)]
