@@ -70,9 +70,9 @@ class ApiView(APIView):
         write = self._write(request)
         if write is not None:
             self._check_role(write, kwargs)
-        if write is not None or signing.present(request.headers.get):
-            read_body(request, int(settings.SB[write.limit if write else "MAX_WRITE_BYTES"]),
-                      write.limit if write else "MAX_WRITE_BYTES")
+        if write is not None or signing.present(request.headers.get):  # a claim signs the body
+            setting = write.limit if write is not None else "MAX_WRITE_BYTES"
+            read_body(request, int(settings.SB[setting]), setting)
         auth.apply_claim(request)
 
     def _write(self, request: Request) -> Write | None:
