@@ -122,7 +122,9 @@ def build(children: int) -> dict[str, Any]:
     _analyze()
     user = get_user_model().objects.create_user(f"bench-{tag}", password=uuid.uuid4().hex)
     Membership.objects.create(user=user, workspace=workspace, role=Role.OPERATOR)
-    client = Client()
+    # An allowed host over https: production settings refuse "testserver" and redirect http.
+    client = Client(HTTP_HOST="localhost")
+    client.defaults["wsgi.url_scheme"] = "https"
     client.force_login(user)
     return {"client": client, "parent": parent.pk, "children": children}
 

@@ -87,17 +87,20 @@ def _validated(fields: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def create_destination(workspace: Any, **fields: Any) -> Any:
-    """Create a destination (name and base_url required). Raises Invalid or Conflict."""
+def create_destination(workspace: Any, *, system_actor: Any = None, **fields: Any) -> Any:
+    """Create a destination (name and base_url required). Raises Invalid or Conflict; a
+    reserved name (``system.*``) needs a verified ``system_actor`` (``sudo.require_destination``)."""
     from django.db import IntegrityError, transaction
 
     from executions.models import Destination
+    from workflows import sudo
     from workflows.errors import Conflict, Invalid
 
     missing = [name for name in ("name", "base_url") if fields.get(name) in (None, "")]
     if missing:
         raise Invalid(", ".join(f"{m}: required" for m in missing),
                       errors=[{"field": m, "message": "required"} for m in missing])
+    sudo.require_destination(str(fields["name"]), system_actor, "creating")
     clean = _validated(fields)
     try:
         with transaction.atomic():
@@ -106,11 +109,15 @@ def create_destination(workspace: Any, **fields: Any) -> Any:
         raise Conflict(f"a destination named '{clean['name']}' already exists") from error
 
 
-def update_destination(destination: Any, **fields: Any) -> Any:
+def update_destination(destination: Any, *, system_actor: Any = None, **fields: Any) -> Any:
     """Change a destination's editable fields. A new limit is effective at the next claim
-    on every worker (slots are counted from RUNNING steps; nothing to restart)."""
+    on every worker (slots are counted from RUNNING steps; nothing to restart). A reserved
+    destination needs a verified ``system_actor`` (``sudo.require_destination``)."""
     from executions.models import Destination
+    from workflows import sudo
     from workflows.errors import Invalid
+
+    sudo.require_destination(destination.name, system_actor, "changing")
 
     unknown = sorted(set(fields) - set(EDITABLE))
     if unknown:

@@ -9,10 +9,14 @@ SB_DEMO       "1" installs the demo and fault injection (the ``demo`` app: demo.
               the demo ledger at /demo/) and the benchmarks (the ``bench`` app: ``bench``,
               ``bench_ui``, ``chaos``). ``make run``, the tests, ``make bench`` and
               ``make chaos`` set it; a production deployment never does.
+SB_SSL_REDIRECT, SB_SECURE_COOKIES, SB_HSTS_SECONDS, SB_HSTS_INCLUDE_SUBDOMAINS, SB_HSTS_PRELOAD,
+SB_PROXY_SSL_HEADER   HTTPS hardening: on by default when DEBUG is off (docs/security.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,12 @@ def env_float(name: str, default: float) -> float:
     return float(value) if value.strip() else default
 
 
+def derived_deployment_id(secret_key: str) -> str:
+    """A stable, non-secret id for this deployment when SB_DEPLOYMENT_ID is not set: an HMAC
+    of a fixed label under SECRET_KEY (reveals nothing about the key)."""
+    return "sb-" + hmac.new(secret_key.encode(), b"schemabridge deployment id", hashlib.sha256).hexdigest()[:16]
+
+
 DEBUG = env_bool("DEBUG")
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -64,13 +74,26 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-local-development-key-only-used-with-DEBUG-on"  # noqa: S105
 
 ALLOWED_HOSTS = [
-    host.strip()
-    for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
-    if host.strip()
+    host.strip() for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if host.strip()
 ]
 CSRF_TRUSTED_ORIGINS = [
     origin.strip() for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin.strip()
 ]
+
+# --- HTTPS (docs/security.md, "Deploying") ------------------------------------------------
+# Secure by default whenever DEBUG is off (`manage.py check --deploy` reports nothing);
+# `make run` turns DEBUG on, so plain http on localhost keeps working. Each can be set alone.
+_SECURE = not DEBUG
+SECURE_SSL_REDIRECT = env_bool("SB_SSL_REDIRECT", _SECURE)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SB_SECURE_COOKIES", _SECURE)
+SECURE_HSTS_SECONDS = env_int("SB_HSTS_SECONDS", 31_536_000 if _SECURE else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SB_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
+SECURE_HSTS_PRELOAD = env_bool("SB_HSTS_PRELOAD", _SECURE)
+# Behind a TLS-terminating proxy: the header it sets for https requests, e.g.
+# SB_PROXY_SSL_HEADER=X-Forwarded-Proto (only if the proxy always sets or strips it).
+if os.environ.get("SB_PROXY_SSL_HEADER", "").strip():
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + os.environ["SB_PROXY_SSL_HEADER"].strip().upper().replace("-", "_"),
+                               "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -264,6 +287,21 @@ SB: dict[str, Any] = {
     "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
     # Payloads of finished executions are deleted this long after their root finished.
     "PAYLOAD_RETENTION_SECONDS": env_float("SB_PAYLOAD_RETENTION_SECONDS", 7 * 24 * 3600),
+    # This deployment's name in system actors' signed claims (S15): a claim signed for another
+    # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
+    # set it explicitly in production so that rotating SECRET_KEY does not change it.
+    "DEPLOYMENT_ID": os.environ.get("SB_DEPLOYMENT_ID", "").strip() or derived_deployment_id(SECRET_KEY),
+    # Failed logins (per IP and per username) and failed API token authentications (per IP)
+    # allowed per window; then the login form refuses and the API answers 429.
+    "AUTH_FAILURES_LIMIT": env_int("SB_AUTH_FAILURES_LIMIT", 10),
+    "AUTH_FAILURE_WINDOW_SECONDS": env_int("SB_AUTH_FAILURE_WINDOW_SECONDS", 300),
+    # Refused system-actor claims allowed per credential (token) per minute; then 429.
+    "CLAIM_REFUSALS_PER_MINUTE": env_int("SB_CLAIM_REFUSALS_PER_MINUTE", 10),
+    # Largest API request bodies, checked from Content-Length before reading and again while
+    # reading (a 413 problem): starts, publishes, and every other write (or a claim's body).
+    "MAX_START_BYTES": env_int("SB_MAX_START_BYTES", 8 * 1024 * 1024),
+    "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
+    "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()

@@ -10,6 +10,12 @@ os.environ.setdefault("SB_DEMO", "1")
 
 from schemabridge_site.settings import *  # noqa: F403
 
+# Django's test client sends Host: testserver; only the suite accepts it.
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
+# The suite (test client, live server, browser) speaks plain http.
+SECURE_SSL_REDIRECT = SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
+SECURE_HSTS_SECONDS = 0
+
 # The suite must never wait on a lease from a killed test worker for long.
 SB["LEASE_SECONDS"] = float(os.environ.get("SB_LEASE_SECONDS", "30"))  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests only

@@ -1,8 +1,11 @@
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from workflows.logins import LoginForm
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -14,6 +17,8 @@ demo = [path("demo/", include("demo.urls"))] if apps.is_installed("demo") else [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Before django.contrib.auth's own "login" route: the same view with a throttled form.
+    path("accounts/login/", LoginView.as_view(authentication_form=LoginForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("healthz", healthz, name="healthz"),
     *demo,

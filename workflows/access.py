@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.errors import PermissionDenied
@@ -37,6 +39,12 @@ class Principal:
     role: str
     label: str  # user:alice, token:ci-bot, actor:deployer via token:ci-bot
     system_actor: VerifiedActor | None = None
+    token_id: int | None = None  # the API token it came from, if any
+
+    @property
+    def credential(self) -> str:
+        """A stable name for the credential (``token:7``, ``user:alice``), to count against."""
+        return f"token:{self.token_id}" if self.token_id is not None else self.label
 
     def with_system_actor(self, actor: VerifiedActor) -> Principal:
         """This principal, acting for a verified system actor (same workspace and role)."""
@@ -99,24 +107,31 @@ def hash_token(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def create_token(workspace: Workspace, *, name: str, role: str, created_by: str = "") -> tuple[ApiToken, str]:
-    """Create a token; returns it with its secret, which is never stored and shown only now."""
+def create_token(workspace: Workspace, *, name: str, role: str, created_by: str = "",
+                 expires_in: timedelta | None = None) -> tuple[ApiToken, str]:
+    """Create a token (valid for ``expires_in`` from now on the database clock, or until
+    revoked); returns it with its secret, which is never stored and shown only now."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(workspace=workspace, name=name, role=Role(role), prefix=secret[:12],
-                                    key_hash=hash_token(secret), created_by=created_by)
+                                    key_hash=hash_token(secret), created_by=created_by,
+                                    expires_at=None if expires_in is None else Now() + expires_in)
+    token.refresh_from_db(fields=["expires_at"])
     return token, secret
 
 
 def principal_for_token(secret: str) -> Principal | None:
-    token = ApiToken.objects.select_related("workspace").filter(key_hash=hash_token(secret),
-                                                                revoked_at__isnull=True).first()
+    """The principal of an active token: not revoked, not expired (on the database clock)."""
+    token = (ApiToken.objects.select_related("workspace")
+             .filter(key_hash=hash_token(secret), revoked_at__isnull=True)
+             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now())).first())
     if token is None:
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
-        # At most one write a minute per token: reads stay reads.
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return Principal(token.workspace, token.role, f"token:{token.name}")
+        # At most one write a minute per token (a guarded update, so racing requests write once).
+        ApiToken.objects.filter(pk=token.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_PRECISION)).update(last_used_at=now)
+    return Principal(token.workspace, token.role, f"token:{token.name}", token_id=token.pk)
 
 
 def revoke_token(token: ApiToken) -> None:

@@ -3,6 +3,11 @@ is audited. Private keys are never passed here: only public keys reach the serve
 
 What a key may claim is fixed when it is registered (a trigger keeps name, key and patterns
 as they were); changing an actor's patterns is a rotation with new patterns.
+
+``register`` and ``rotate`` insert rows, which the database allows only inside
+``manage.py sb_actor`` (a trigger checks a transaction-local flag that only that command
+sets, ``workflows/management/commands/sb_actor.py``); called from anywhere else they raise
+``ActorError``.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, ProgrammingError, transaction
 from django.utils import timezone
 
 from workflows import signing
@@ -18,6 +23,7 @@ from workflows.audit import record
 from workflows.models import SystemActor
 
 PATTERN = re.compile(r"[A-Za-z0-9._*?-]{1,128}")
+INSUFFICIENT_PRIVILEGE = "42501"  # the insert guard's refusal (migration 0006)
 
 
 class ActorError(Exception):
@@ -77,6 +83,10 @@ def _insert(name: str, public_key: str, patterns: list[str], by: str) -> SystemA
     try:
         with transaction.atomic():
             return SystemActor.objects.create(name=name, public_key=stored, patterns=patterns, created_by=by)
+    except ProgrammingError as error:
+        if getattr(error.__cause__, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            raise ActorError(str(error.__cause__).splitlines()[0]) from error
+        raise
     except IntegrityError as error:
         if SystemActor.objects.filter(public_key=stored).exists():
             raise ActorError("this public key is already registered (keys are never reused)") from error

@@ -23,10 +23,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from workflows import actors, dsl, selectors, signing, sudo
+from workflows import actors, dsl, queue_admin, selectors, signing, sudo
 from workflows.access import Principal, revoke_token, workspace_roles
 from workflows.audit import audited, record
 from workflows.dsl.parser import WORKFLOW_KEY
+from workflows.logins import AdminLoginForm
 from workflows.models import (
     ApiToken,
     AuditEvent,
@@ -371,10 +372,10 @@ class MembershipAdmin(RoleAdmin):
 class ApiTokenAdmin(RoleAdmin):
     """Tokens are created with ``manage.py sb_token create`` (the secret is shown once)."""
 
-    list_display = ["name", "workspace", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["name", "workspace", "role", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at"]
     list_filter = [WORKSPACE_FILTER, "role"]
     readonly_fields = ("workspace", "name", "role", "prefix", "created_by", "created_at", "last_used_at",
-                       "revoked_at")
+                       "expires_at", "revoked_at")
     fields = readonly_fields
     actions = ["revoke"]
     view_role = Role.ADMIN
@@ -437,3 +438,7 @@ class AuditEventAdmin(RoleAdmin):
     search_fields = ["actor", "action", "target", "reason"]
     date_hierarchy = "created_at"
     view_role = Role.ADMIN  # rows without a workspace (commands, claims without one) are for superusers
+
+
+queue_admin.replace_registrations(admin.site)
+admin.site.login_form = AdminLoginForm  # failed admin logins are throttled like the UI's

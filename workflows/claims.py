@@ -3,7 +3,8 @@
 
 A claim is accepted only if, in this order: its headers are complete and well formed; an
 actor of that name is registered and active; the signature verifies with that actor's key
-over this request's method, path, body, timestamp, nonce and name; the timestamp is within
+over this request's deployment (``SB_DEPLOYMENT_ID``), workspace (the token's), method, path,
+body, timestamp, nonce and name; the timestamp is within
 ±``WINDOW_SECONDS`` of the *database* clock; and the nonce was never used — the nonce row is
 inserted ``ON CONFLICT DO NOTHING`` under a UNIQUE constraint, so of two racing replays
 exactly one wins. Every attempt, accepted or refused with its reason, is an audit row
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from workflows import signing
@@ -56,10 +58,11 @@ class HttpRequest:
 
     method: str
     path: str  # with the query string, if any
-    body: bytes
+    body: bytes | None  # None: refused before the body was read (it is not hashed then)
+    ip: str = ""  # the source address (REMOTE_ADDR)
 
 
-def verify(header: Callable[[str], str | None], request: HttpRequest, *, workspace: Workspace | None,
+def verify(header: Callable[[str], str | None], request: HttpRequest, *, workspace: Workspace,
            via: str) -> VerifiedActor | None:
     """The verified actor of the claim in ``header``, ``None`` when the request carries no
     claim; raises ``ClaimRefused`` with the reason otherwise. ``via`` names the credential the
@@ -73,7 +76,7 @@ def verify(header: Callable[[str], str | None], request: HttpRequest, *, workspa
         return None
     detail = _detail(request, via, claim.timestamp, claim.nonce)
     try:
-        actor = _verified(claim, request)
+        actor = _verified(claim, request, _scope(workspace))
     except ClaimRefused as refusal:
         record(f"actor:{claim.actor}", ACTION, workspace=workspace, target=_target(request),
                outcome=AuditEvent.Outcome.REFUSED, reason=str(refusal), detail=detail)
@@ -92,15 +95,26 @@ def record_refusal(header: Callable[[str], str | None], request: HttpRequest, *,
            reason=reason, detail=_detail(request, via, header(signing.TIMESTAMP), header(signing.NONCE)))
 
 
-def _verified(claim: signing.Claim, request: HttpRequest) -> VerifiedActor:
+def deployment_id() -> str:
+    return str(settings.SB["DEPLOYMENT_ID"])
+
+
+def _scope(workspace: Workspace) -> signing.Scope:
+    return signing.Scope(deployment_id(), workspace.slug)
+
+
+def _verified(claim: signing.Claim, request: HttpRequest, scope: signing.Scope) -> VerifiedActor:
     actor = SystemActor.objects.filter(name=claim.actor).order_by("-active", "-created_at").first()
     if actor is None:
         raise ClaimRefused(f"no system actor '{claim.actor}' is registered")
     if not actor.active:
         raise ClaimRefused(f"system actor '{claim.actor}' is deactivated")
-    if not signing.verifies(actor.public_key, claim, request.method, request.path, request.body):
+    if not signing.verifies(actor.public_key, claim, request.method, request.path, request.body or b"",
+                            scope=scope):
         raise ClaimRefused(f"the signature does not verify with the registered key of system actor "
-                           f"'{claim.actor}' (a forged or altered request, or another key)")
+                           f"'{claim.actor}' (a forged or altered request, another key, or a claim signed for "
+                           f"another deployment or workspace: this is deployment '{scope.deployment}', "
+                           f"workspace '{scope.workspace}')")
     with connection.cursor() as cursor:
         cursor.execute(SPEND_NONCE, {"nonce": claim.nonce, "actor": actor.pk, "timestamp": claim.timestamp,
                                      "window": WINDOW_SECONDS})
@@ -125,5 +139,5 @@ def _detail(request: HttpRequest, via: str, timestamp: Any, nonce: Any) -> dict[
     def clip(value: Any) -> Any:
         return value[:200] if isinstance(value, str) else value
 
-    return {"via": via, "body_sha256": signing.body_digest(request.body), "timestamp": clip(timestamp),
-            "nonce": clip(nonce)}
+    digest = None if request.body is None else signing.body_digest(request.body)
+    return {"via": via, "ip": request.ip, "body_sha256": digest, "timestamp": clip(timestamp), "nonce": clip(nonce)}

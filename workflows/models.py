@@ -107,8 +107,10 @@ class ApiToken(models.Model):
     key_hash = models.CharField(max_length=64, unique=True)
     created_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="Updated at most once a minute, so reads stay reads.")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on; empty: never expires.")
 
     class Meta:
         ordering = ["-created_at"]
@@ -185,3 +187,19 @@ class ClaimNonce(models.Model):
 
     def __str__(self) -> str:
         return self.nonce
+
+
+class ThrottleCounter(models.Model):
+    """Hits on one throttle key (``login:ip:…``, ``claim-refused:token:7``) in one fixed
+    window; ``workflows.throttle`` upserts and prunes these rows. At most one row per key
+    and window, so a flood of failures grows nothing but a counter."""
+
+    key = models.CharField(max_length=200)
+    window_start = models.DateTimeField(db_index=True)
+    hits = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "window_start"], name="throttle_counter_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.window_start:%H:%M:%S} {self.hits}"

@@ -65,6 +65,7 @@ def publish_version(workspace: Workspace, key: str, doc: Any, *, author: str = "
         raise dsl.DslError([("key", "a workflow key is 1-128 letters, digits, '.', '_' or '-'")])
     sudo.require(key, system_actor, "publishing to")
     workflow = validate(doc)
+    sudo.check_reserved_dependencies(key, workflow)
     canonical = dsl.canonical_of(workflow)
     digest = dsl.hash_of(workflow)
     text = canonical.decode()

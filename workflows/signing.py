@@ -3,7 +3,9 @@ Django, only ``cryptography``, so a CI job can sign without the project's settin
 
 A system actor signs, with its Ed25519 private key, one canonical statement per request::
 
-    sb-claim-v1
+    sb-claim-v2
+    <deployment id>        (the server's SB_DEPLOYMENT_ID)
+    <workspace slug>       (the workspace of the API token the claim comes with)
     POST
     /api/v1/workflows/system.rollout/versions
     <SHA-256 of the request body, 64 lowercase hex digits>
@@ -11,10 +13,12 @@ A system actor signs, with its Ed25519 private key, one canonical statement per 
     <nonce>
     <actor name>
 
-(seven lines joined by ``\\n``, no trailing newline; the path with its query string, if any)
+(nine lines joined by ``\\n``, no trailing newline; the path with its query string, if any)
 and sends four headers: ``X-SB-Actor``, ``X-SB-Timestamp`` (Unix seconds), ``X-SB-Nonce``
 (16-128 of ``A-Z a-z 0-9 _ -``, never reused) and ``X-SB-Signature`` (the 64-byte
-signature, standard base64).
+signature, standard base64). The deployment and workspace lines bind a claim to one
+server and one workspace: it cannot be replayed on another deployment that registered the
+same key, nor used with a token of another workspace.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-VERSION = "sb-claim-v1"
+VERSION = "sb-claim-v2"
 ACTOR, TIMESTAMP, NONCE, SIGNATURE = "X-SB-Actor", "X-SB-Timestamp", "X-SB-Nonce", "X-SB-Signature"
 HEADERS = (ACTOR, TIMESTAMP, NONCE, SIGNATURE)
 
 ACTOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
+WORKSPACE_SLUG = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NONCE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _TIMESTAMP = re.compile(r"0|[1-9][0-9]{0,11}")
 _SIGNATURE = re.compile(r"[A-Za-z0-9+/]{86}==")
@@ -58,19 +64,37 @@ def body_digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def statement(method: str, path: str, body: bytes, *, timestamp: int, nonce: str, actor: str) -> bytes:
+@dataclass(frozen=True)
+class Scope:
+    """Where a claim is valid: one deployment (``SB_DEPLOYMENT_ID``) and one workspace (slug)."""
+
+    deployment: str
+    workspace: str
+
+    def __post_init__(self) -> None:
+        if not DEPLOYMENT_ID.fullmatch(self.deployment):
+            raise MalformedClaim(f"'{self.deployment}' is not a deployment id (1-100 letters, digits, '.', '_', "
+                                 "':', '-')")
+        if not WORKSPACE_SLUG.fullmatch(self.workspace):
+            raise MalformedClaim(f"'{self.workspace}' is not a workspace slug")
+
+
+def statement(method: str, path: str, body: bytes, *, scope: Scope, timestamp: int, nonce: str,
+              actor: str) -> bytes:
     """The exact bytes a system actor signs for one request."""
-    return "\n".join([VERSION, method.upper(), path, body_digest(body), str(timestamp), nonce, actor]).encode()
+    return "\n".join([VERSION, scope.deployment, scope.workspace, method.upper(), path, body_digest(body),
+                      str(timestamp), nonce, actor]).encode()
 
 
-def sign(key: Ed25519PrivateKey, method: str, path: str, body: bytes, *, actor: str,
+def sign(key: Ed25519PrivateKey, method: str, path: str, body: bytes, *, actor: str, scope: Scope,
          timestamp: int | None = None, nonce: str | None = None) -> dict[str, str]:
-    """The claim headers for one request (a fresh nonce and the current time by default)."""
+    """The claim headers for one request to ``scope`` (a fresh nonce and the current time by
+    default)."""
     if not ACTOR_NAME.fullmatch(actor):
         raise MalformedClaim(f"'{actor}' is not an actor name (letters, digits, '.', '_', '-')")
     timestamp = int(time.time()) if timestamp is None else timestamp
     nonce = nonce or secrets.token_urlsafe(24)
-    signature = key.sign(statement(method, path, body, timestamp=timestamp, nonce=nonce, actor=actor))
+    signature = key.sign(statement(method, path, body, scope=scope, timestamp=timestamp, nonce=nonce, actor=actor))
     return {ACTOR: actor, TIMESTAMP: str(timestamp), NONCE: nonce, SIGNATURE: base64.b64encode(signature).decode()}
 
 
@@ -100,9 +124,10 @@ def parse(header: Callable[[str], str | None]) -> Claim | None:
     return Claim(actor, int(timestamp), nonce, base64.b64decode(signature, validate=True))
 
 
-def verifies(public_key: str, claim: Claim, method: str, path: str, body: bytes) -> bool:
-    """Whether ``claim`` is ``public_key``'s signature of this request's statement."""
-    message = statement(method, path, body, timestamp=claim.timestamp, nonce=claim.nonce, actor=claim.actor)
+def verifies(public_key: str, claim: Claim, method: str, path: str, body: bytes, *, scope: Scope) -> bool:
+    """Whether ``claim`` is ``public_key``'s signature of this request's statement in ``scope``."""
+    message = statement(method, path, body, scope=scope, timestamp=claim.timestamp, nonce=claim.nonce,
+                        actor=claim.actor)
     try:
         load_public(public_key).verify(claim.signature, message)
     except InvalidSignature:

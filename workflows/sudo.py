@@ -9,15 +9,23 @@ services call ``require``; the API, UI, admin and CLI therefore all get the same
 The engine itself may start a reserved workflow (CHAIN, SPAWNER) only from an execution of
 a reserved workflow: a system workflow may start system workflows, an ordinary one may not
 (``require_engine_start``), so publishing an ordinary workflow cannot reach a system one.
+
+The other way round, what a reserved workflow *depends on* must be reserved too
+(``check_reserved_dependency``): it may call only reserved destinations (``system.*``
+names, which only a verified system actor creates or changes, ``require_destination``) and
+spawn or chain only to reserved workflows or to versions pinned by hash — otherwise an
+operator could repoint its destination, or an author publish new logic that it runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from django.conf import settings
 
+from workflows.dsl import ast
 from workflows.errors import Forbidden, PermissionDenied
 
 HELP = "see docs/security.md"
@@ -80,3 +88,72 @@ def require_engine_start(target: str, starter: str | None, how: str) -> None:
     raise ReservedKeyDenied(
         f"{how} of workflow '{starter}' may not start '{target}': it is a reserved system workflow, and only "
         f"a system workflow may start one from inside the engine ({HELP})")
+
+
+# --- what reserved workflows depend on ----------------------------------------------------------
+
+def require_destination(name: str, actor: VerifiedActor | None, doing: str) -> None:
+    """Refuse ``doing`` (creating, changing) a reserved destination ``name`` unless ``actor`` is
+    a verified system actor whose patterns cover it: reserved workflows call only these, so
+    no operator, login or UI page may repoint or throttle them."""
+    pattern = reserving_pattern(name)
+    if pattern is None:
+        return
+    if actor is None:
+        raise ReservedKeyDenied(
+            f"destination '{name}' is reserved for system workflows (it matches '{pattern}'): {doing} it needs a "
+            f"signed claim from a registered system actor (X-SB-* headers, {HELP}); no operator, login or UI "
+            "page may, admins included")
+    if not actor.covers(name):
+        raise ReservedKeyDenied(
+            f"system actor '{actor.name}' may not claim destination '{name}': its patterns "
+            f"({', '.join(actor.patterns)}) do not cover it")
+
+
+def check_reserved_dependency(workflow: str, *, destination: str | None = None, target: str | None = None,
+                              pinned: bool = False) -> None:
+    """Refuse a dependency of workflow ``workflow`` that a reserved workflow may not have: a
+    ``destination`` that is not reserved, or a ``target`` workflow (SPAWNER, CHAIN) that is
+    neither reserved nor ``pinned`` to a version by hash. Ordinary workflows pass. For the
+    engine where a target or destination is resolved, and for publishing."""
+    if not is_reserved(workflow):
+        return
+    if destination is not None and not is_reserved(destination):
+        raise ReservedKeyDenied(
+            f"reserved workflow '{workflow}' may call only reserved destinations ({_patterns()}), not "
+            f"'{destination}': an operator could repoint or throttle it")
+    if target is not None and not pinned and not is_reserved(target):
+        raise ReservedKeyDenied(
+            f"reserved workflow '{workflow}' may start only reserved workflows ({_patterns()}) or a version pinned "
+            f"by hash, not the current version of '{target}': an author could publish new logic under it")
+
+
+def check_reserved_dependencies(key: str, workflow: ast.Workflow) -> None:
+    """At publish time: every problem of ``check_reserved_dependency`` in the document, with
+    its JSON path (a 403 ``reserved-key``)."""
+    problems = []
+    for path, destination, target, pinned in _dependencies(workflow):
+        try:
+            check_reserved_dependency(key, destination=destination, target=target, pinned=pinned)
+        except ReservedKeyDenied as refusal:
+            problems.append({"path": path, "message": refusal.message})
+    if problems:
+        raise ReservedKeyDenied(f"reserved workflow '{key}' depends on what is not reserved: "
+                                + "; ".join(problem["message"] for problem in problems), errors=problems)
+
+
+def _dependencies(workflow: ast.Workflow) -> Iterator[tuple[str, str | None, str | None, bool]]:
+    """``(json_path, destination, target, pinned)`` for each destination and started workflow."""
+    for vertex_id, vertex in workflow.vertices.items():
+        where = f"$.vertices.{vertex_id}"
+        if isinstance(vertex, ast.WorkVertex) and vertex.destination_name is not None:
+            yield f"{where}.destination", vertex.destination_name, None, False
+        if isinstance(vertex, ast.Spawner):
+            pinned = vertex.version is not None
+            yield f"{where}.{'version' if pinned else 'workflow'}", None, vertex.workflow or "", pinned
+        if isinstance(vertex, ast.Chain) and vertex.workflow != "self":  # "self" is this reserved workflow
+            yield f"{where}.workflow", None, vertex.workflow, False
+
+
+def _patterns() -> str:
+    return ", ".join(reserved_patterns())

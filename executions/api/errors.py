@@ -21,7 +21,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler, set_rollback
 
 from workflows.dsl import DslError
 from workflows.errors import PermissionDenied as RoleDenied
@@ -68,6 +67,10 @@ def problem(status_code: int, detail: str, *, code: str, errors: list[dict[str, 
 
 
 def problem_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # rest_framework.views loads the API's parser class, which imports this module: imported here,
+    # it cannot form a cycle whichever module is imported first.
+    from rest_framework.views import set_rollback
+
     response = _problem_for(exc, context)
     if response is not None:
         set_rollback()
@@ -94,6 +97,8 @@ def _problem_for(exc: Exception, context: dict[str, Any]) -> Response | None:
 
 def _from_drf(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Reuse DRF's handling (404s, WWW-Authenticate, Retry-After) and reshape its body."""
+    from rest_framework.views import exception_handler  # see problem_handler
+
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -63,24 +63,63 @@ def _refuse_constant(name: str) -> Any:
 
 
 def unstorable(data: Any) -> Iterator[tuple[str, str]]:
-    """``(json_path, message)`` for each value ``jsonb`` cannot hold, and for excess depth."""
-    stack: list[tuple[Any, str, int]] = [(data, "$", 0)]
-    while stack:
-        value, path, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            yield path, f"nested more than {MAX_DEPTH} levels deep"
-        elif isinstance(value, str) and _UNSTORABLE.search(value):
-            yield path, "strings cannot contain NUL characters or unpaired surrogates"
-        elif isinstance(value, float) and not math.isfinite(value):
-            yield path, "number out of range"
-        elif isinstance(value, dict):
-            for key, item in reversed(value.items()):
-                child = _member(path, key)
-                if _UNSTORABLE.search(key):
-                    yield child, "keys cannot contain NUL characters or unpaired surrogates"
-                stack.append((item, child, depth + 1))
-        elif isinstance(value, list):
-            stack.extend((item, f"{path}[{index}]", depth + 1) for index, item in reversed(list(enumerate(value))))
+    """``(json_path, message)`` for each value ``jsonb`` cannot hold, and for excess depth.
+
+    A depth-first walk with one frame per open container (at most ``MAX_DEPTH``): a value's
+    location is a chain of ``(parent, key)`` links, turned into a path string only when a
+    problem is reported, so a body of millions of elements costs no string per element."""
+    root_problem = _problem(data)
+    if root_problem:
+        yield "$", root_problem
+        return
+    frames: list[tuple[Iterator[tuple[str | int, Any]], _Location]] = []
+    if isinstance(data, dict | list):
+        frames.append((_members(data), None))
+    while frames:
+        members, location = frames[-1]
+        member = next(members, None)
+        if member is None:
+            frames.pop()
+            continue
+        key, value = member
+        here: _Location = (location, key)
+        if isinstance(key, str) and _UNSTORABLE.search(key):
+            yield _path(here), "keys cannot contain NUL characters or unpaired surrogates"
+        if len(frames) > MAX_DEPTH:
+            yield _path(here), f"nested more than {MAX_DEPTH} levels deep"
+            continue
+        problem = _problem(value)
+        if problem:
+            yield _path(here), problem
+        elif isinstance(value, dict | list):
+            frames.append((_members(value), here))
+
+
+# A value's place in the document: None for the root, else (its parent's place, its key or index).
+_Location = tuple[Any, str | int] | None
+
+
+def _members(value: dict[str, Any] | list[Any]) -> Iterator[tuple[str | int, Any]]:
+    return iter(value.items()) if isinstance(value, dict) else enumerate(value)
+
+
+def _problem(value: Any) -> str | None:
+    if isinstance(value, str) and _UNSTORABLE.search(value):
+        return "strings cannot contain NUL characters or unpaired surrogates"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "number out of range"
+    return None
+
+
+def _path(location: _Location) -> str:
+    keys: list[str | int] = []
+    while location is not None:
+        location, key = location
+        keys.append(key)
+    path = "$"
+    for key in reversed(keys):
+        path = f"{path}[{key}]" if isinstance(key, int) else _member(path, key)
+    return path
 
 
 def _member(path: str, key: str) -> str:

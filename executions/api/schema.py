@@ -21,10 +21,13 @@ PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
 _GENERIC = {
     "400": "Invalid request: bad JSON, a wrong field, query parameter or header (see `errors`).",
-    "401": "Missing, unknown or revoked token.",
+    "401": "Missing, unknown, revoked or expired token.",
     "403": "The token's role may not do this (or the session user belongs to no workspace).",
     "404": "No such object in this workspace (objects of other workspaces are never visible).",
-    "413": "The request body is too large.",
+    "413": "The request body is over its endpoint's limit (SB_MAX_START_BYTES, SB_MAX_PUBLISH_BYTES, "
+           "SB_MAX_WRITE_BYTES).",
+    "429": "Too many failed token authentications from this address, or too many refused claims with this token "
+           "(see Retry-After).",
     "415": "The body is not `application/json`.",
 }
 
@@ -74,7 +77,7 @@ def add_problem_responses(result: dict[str, Any], generator: Any, request: Any, 
 
 def _generic_statuses(operation: dict[str, Any]) -> list[str]:
     where = {parameter.get("in") for parameter in operation.get("parameters", [])}
-    statuses = ["401", "403"]
+    statuses = ["401", "403", "429"]
     if "requestBody" in operation or "query" in where or "header" in where:
         statuses.append("400")
     if "path" in where:

@@ -44,7 +44,8 @@ def test_sb_up_serves_the_app_runs_a_demo_to_completion_and_stops_cleanly(transa
             assert time.monotonic() < deadline, log_path.read_text()[-3000:]
             time.sleep(0.3)
         text = log_path.read_text()
-        assert "admin / local-test-password" in text
+        assert "user 'admin', password the SB_ADMIN_PASSWORD you set" in text
+        assert "local-test-password" not in text  # never printed (issue 15, finding 11)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json() == {"ok": True}
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 2

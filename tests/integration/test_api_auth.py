@@ -58,7 +58,7 @@ def test_a_revoked_token_stops_working(workspace: Any) -> None:
     client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
     ok(client.get("/api/v1/workflows"))
     revoke_token(token)
-    assert problem(client.get("/api/v1/workflows"), 401)["detail"] == "unknown or revoked token"
+    assert problem(client.get("/api/v1/workflows"), 401)["detail"] == "unknown, revoked or expired token"
 
 
 def test_tokens_are_stored_hashed(workspace: Any) -> None:

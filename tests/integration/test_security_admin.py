@@ -176,3 +176,44 @@ def test_the_audit_log_is_browsable_with_filters_and_read_only(workspace: Any) -
     assert root.post(f"/admin/workflows/auditevent/{event.pk}/change/", {"reason": "x"}).status_code == 403
     assert root.post(f"/admin/workflows/auditevent/{event.pk}/delete/", {"post": "yes"}).status_code == 403
     assert root.get("/admin/workflows/auditevent/add/").status_code == 403
+
+
+# --- django-q2's admin is read-only (issue 15, finding 1) ------------------------------------------
+
+QUEUE_PAGES = ["/admin/django_q/schedule/", "/admin/django_q/success/", "/admin/django_q/failure/",
+               "/admin/django_q/ormq/"]
+
+
+def test_no_admin_page_creates_or_changes_django_q_schedules_or_tasks(workspace: Any) -> None:
+    from django_q.models import Failure, Schedule, Success
+
+    root = staff(workspace, None, "root", superuser=True)
+    before = set(Schedule.objects.values_list("func", "name"))
+    schedule = Schedule.objects.create(func="math.floor", args="1.5", name="existing")
+    failure = Failure.objects.create(id="f" * 32, name="failed-task", func="math.floor", started="2026-01-01T00:00Z",
+                                     stopped="2026-01-01T00:00Z", success=False, result="boom")
+    for page in QUEUE_PAGES:
+        listing = root.get(page)
+        assert listing.status_code == 200, page  # a superuser may look
+        assert b"action-select" not in listing.content and f"{page}add/".encode() not in listing.content, page
+        assert root.get(f"{page}add/").status_code == 403, page
+    response = root.post("/admin/django_q/schedule/add/", {"func": "os.system", "args": "'id'", "name": "pwn",
+                                                            "schedule_type": "O", "repeats": "-1"})
+    assert response.status_code == 403
+    page = root.get(f"/admin/django_q/schedule/{schedule.pk}/change/")
+    assert page.status_code == 200 and b'name="func"' not in page.content  # shown read-only, no form field
+    response = root.post(f"/admin/django_q/schedule/{schedule.pk}/change/", {"func": "os.system", "name": "x"})
+    assert response.status_code == 403
+    assert root.post(f"/admin/django_q/schedule/{schedule.pk}/delete/", {"post": "yes"}).status_code == 403
+    response = root.post("/admin/django_q/failure/", {"action": "resubmit_task", "_selected_action": [failure.pk]})
+    assert response.status_code in (200, 302)
+    assert set(Schedule.objects.values_list("func", "name")) == {*before, ("math.floor", "existing")}
+    assert Failure.objects.filter(pk=failure.pk).exists()  # resubmitting would have deleted it
+    assert not Success.objects.exists()
+    assert root.get(f"/admin/django_q/failure/{failure.pk}/change/").status_code == 200  # read-only detail
+
+
+def test_staff_without_superuser_do_not_see_the_task_queue(workspace: Any) -> None:
+    boss = staff(workspace, Role.ADMIN, "boss")
+    for page in QUEUE_PAGES:
+        assert boss.get(page).status_code == 403, page

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from tests.support.claims import make_actor
-from workflows import signing
+from workflows import actors, signing
 from workflows.audit import record
+from workflows.management.commands.sb_actor import actor_admin
 from workflows.models import AuditEvent, ClaimNonce, SystemActor
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +73,7 @@ def test_a_deactivated_actor_stays_deactivated(workspace: Any) -> None:
 
 def test_one_active_key_per_actor_name(workspace: Any) -> None:
     make_actor("deployer")
-    with pytest.raises(IntegrityError, match="system_actor_one_active_key"), transaction.atomic():
+    with pytest.raises(IntegrityError, match="system_actor_one_active_key"), actor_admin():
         SystemActor.objects.create(name="deployer", public_key=signing.public_text(signing.new_private_key()),
                                    patterns=["system.*"])
 
@@ -85,3 +86,27 @@ def test_a_nonce_is_spent_once(workspace: Any) -> None:
         cursor.execute(sql, [actor.row.pk])
     refused(sql, [actor.row.pk], "claim_nonce_unique")
     assert ClaimNonce.objects.count() == 1
+
+
+# --- only manage.py sb_actor registers actors (issue 15, finding 1) ----------------------------
+
+def test_the_database_refuses_a_system_actor_inserted_outside_sb_actor(workspace: Any) -> None:
+    public_key = signing.public_text(signing.new_private_key())
+    with pytest.raises(ProgrammingError, match=r"only with manage\.py sb_actor"), transaction.atomic():
+        SystemActor.objects.create(name="me", public_key=public_key, patterns=["system.*"])
+    with pytest.raises(ProgrammingError, match=r"only with manage\.py sb_actor"), transaction.atomic(), \
+            connection.cursor() as cursor:
+        cursor.execute("INSERT INTO workflows_systemactor (name, public_key, patterns, active, created_by, "
+                       "created_at) VALUES ('me', %s, '[\"system.*\"]', true, '', now())", [public_key])
+    with pytest.raises(actors.ActorError, match=r"only with manage\.py sb_actor"):
+        actors.register("me", public_key, ["system.*"], by="user:root")  # what a shell or the admin could call
+    assert not SystemActor.objects.exists()
+    assert not AuditEvent.objects.filter(action="actor.register").exists()
+
+
+def test_the_flag_of_sb_actor_does_not_outlive_its_block(workspace: Any) -> None:
+    with actor_admin():
+        actors.register("deployer", signing.public_text(signing.new_private_key()), ["system.*"], by="test")
+    with pytest.raises(actors.ActorError, match=r"only with manage\.py sb_actor"):
+        actors.rotate("deployer", signing.public_text(signing.new_private_key()), by="user:root")
+    assert SystemActor.objects.filter(active=True).count() == 1

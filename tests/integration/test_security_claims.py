@@ -8,6 +8,7 @@ import base64
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -92,6 +93,18 @@ def test_a_claim_signed_with_the_wrong_key_is_refused(workspace: Any, deployer: 
     assert_nothing_published()
 
 
+@pytest.mark.parametrize(("deployment", "workspace_slug"), [("another-deployment", "default"), (None, "other")])
+def test_a_claim_signed_for_another_deployment_or_workspace_is_refused(
+        workspace: Any, deployer: Actor, deployment: str | None, workspace_slug: str) -> None:
+    """Issue 15, finding 9: the same key registered on two deployments, or a token of another
+    workspace, does not make a claim valid there."""
+    scope = signing.Scope(deployment or settings.SB["DEPLOYMENT_ID"], workspace_slug)
+    response = signed(api(workspace, "author"), deployer, "POST", PUBLISH, helpers.NOOP, scope=scope)
+    row = refused_claim(response, "does not verify")
+    assert f"this is deployment '{settings.SB['DEPLOYMENT_ID']}', workspace 'default'" in row.reason
+    assert_nothing_published()
+
+
 def test_an_inactive_actor_is_refused(workspace: Any, deployer: Actor) -> None:
     actors.deactivate(deployer.row, by="test")
     response = signed(api(workspace, "admin"), deployer, "POST", PUBLISH, helpers.NOOP)
@@ -141,14 +154,14 @@ def test_a_replayed_nonce_is_refused(workspace: Any, deployer: Actor) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_racing_replays_are_decided_by_the_unique_constraint(deployer: Actor) -> None:
+def test_racing_replays_are_decided_by_the_unique_constraint(workspace: Any, deployer: Actor) -> None:
     request = claims.HttpRequest("POST", PUBLISH, b"{}")
     header = claim(deployer, "POST", PUBLISH, b"{}")
     names = {name: header["HTTP_" + name.upper().replace("-", "_")] for name in signing.HEADERS}
 
     def attempt() -> str:
         try:
-            claims.verify(names.get, request, workspace=None, via="test")
+            claims.verify(names.get, request, workspace=workspace, via="test")
             return "accepted"
         except claims.ClaimRefused as refusal:
             return str(refusal)
@@ -210,30 +223,33 @@ def test_a_pattern_mismatch_is_refused_and_audited(workspace: Any) -> None:
 
 
 def test_a_claim_must_come_with_a_token(workspace: Any, deployer: Actor) -> None:
-    row = refused_claim(signed(APIClient(), deployer, "POST", PUBLISH, helpers.NOOP),
-                        "must accompany an API token")
-    assert row.detail["via"] == "no credentials"
+    audit_rows = AuditEvent.objects.count()
+    body = problem(signed(APIClient(), deployer, "POST", PUBLISH, helpers.NOOP), 403)
+    assert body["code"] == "claim-refused" and "must accompany an API token" in body["detail"]
+    assert AuditEvent.objects.count() == audit_rows  # no credentials: nothing is written (issue 15, finding 6)
     superuser = session(member(workspace, "admin", "alice", is_superuser=True), APIClient)
     row = refused_claim(signed(superuser, deployer, "POST", PUBLISH, helpers.NOOP), "must accompany an API token")
-    assert row.detail["via"] == "user:alice" and row.workspace == workspace
+    assert row.detail["via"] == "user:alice" and row.workspace == workspace and row.detail["ip"] == "127.0.0.1"
     assert_nothing_published()
 
 
-def test_a_claim_with_a_refused_token_is_refused_and_audited(workspace: Any, deployer: Actor) -> None:
+def test_a_claim_with_a_refused_token_is_refused_and_writes_nothing(workspace: Any, deployer: Actor) -> None:
     token, secret = create_token(workspace, name="old", role="admin")
     revoke_token(token)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
+    audit_rows = AuditEvent.objects.count()
     problem(signed(client, deployer, "POST", PUBLISH, helpers.NOOP), 401)
-    row = last_audit("claim")
-    assert row.outcome == "refused" and "credentials it came with were refused" in row.reason
+    assert AuditEvent.objects.count() == audit_rows  # refused credentials are no credentials (finding 6)
 
 
 def test_a_claim_grants_no_role(workspace: Any, deployer: Actor) -> None:
+    """The role is checked before the body is read, so before the claim (which signs the body)
+    is verified: the refusal is the role's, audited as such."""
     response = signed(api(workspace, "viewer"), deployer, "POST", PUBLISH, helpers.NOOP)
     assert "viewer role cannot publish" in problem(response, 403)["detail"]
-    assert last_audit("claim").outcome == "accepted"
     assert last_audit("workflow.publish").outcome == "refused"
+    assert not ClaimNonce.objects.exists()  # the claim was never spent: it can still be used with a right token
     assert_nothing_published()
 
 
@@ -321,8 +337,9 @@ def test_a_reserved_version_cannot_be_started_by_its_hash(workspace: Any) -> Non
 
 def test_an_ordinary_execution_in_a_system_tree_is_protected(workspace: Any) -> None:
     handlers.set_flaky(True)
-    helpers.publish(workspace, "child", helpers.FLAKY)
-    publish_system(workspace, "system.parent", helpers.fanout_doc("child"))
+    doc = helpers.fanout_doc("child")
+    doc["vertices"]["fan"]["version"] = helpers.publish(workspace, "child", helpers.FLAKY).hash  # pinned: finding 10
+    publish_system(workspace, "system.parent", doc)
     parent = start_system(workspace, "system.parent", {"items": [{"fail": True}]})
     helpers.run_engine()
     handlers.set_flaky(False)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db.models import TextField
 from django.db.models.functions import Cast
@@ -44,7 +45,8 @@ def headers_from(output: str) -> dict[str, str]:
 def publish_with(client: Any, key_file: Path, tmp_path: Path, actor: str = "deployer") -> Any:
     body = tmp_path / "body.json"
     body.write_bytes(json.dumps(helpers.NOOP).encode())
-    output = sb_actor("sign", "--key", str(key_file), "--actor", actor, "POST", PUBLISH, "--body", str(body))
+    output = sb_actor("sign", "--key", str(key_file), "--actor", actor, "--workspace", "default", "POST", PUBLISH,
+                      "--body", str(body))
     return send(client, "POST", PUBLISH, body.read_bytes(), headers_from(output))
 
 
@@ -94,21 +96,30 @@ def test_sign_reads_the_body_from_standard_input_and_prints_curl_arguments(
     sb_actor("keygen", "deployer", "--out", str(key_file))
     body = json.dumps({"workflow": "system.rollout"}).encode()
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(body)))
-    output = sb_actor("sign", "--key", str(key_file), "--actor", "deployer", "post", "/api/v1/executions",
-                      "--body", "-", "--format", "curl")
+    output = sb_actor("sign", "--key", str(key_file), "--actor", "deployer", "--workspace", "ops", "post",
+                      "/api/v1/executions", "--body", "-", "--format", "curl", "--deployment", "prod-eu")
     lines = output.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith("-H 'X-SB-") for line in lines)
     headers = {line[4:-1].split(": ")[0]: line[4:-1].split(": ")[1] for line in lines}
     claim = signing.parse(headers.get)
     assert claim is not None
-    assert signing.verifies(SystemActor.objects.get().public_key, claim, "POST", "/api/v1/executions", body)
+    public_key = SystemActor.objects.get().public_key
+    assert signing.verifies(public_key, claim, "POST", "/api/v1/executions", body,
+                            scope=signing.Scope("prod-eu", "ops"))
+    assert not signing.verifies(public_key, claim, "POST", "/api/v1/executions", body,
+                                scope=signing.Scope(settings.SB["DEPLOYMENT_ID"], "ops"))
+
+
+def test_deployment_prints_the_id_that_claims_sign(workspace: Any) -> None:
+    assert sb_actor("deployment").strip() == settings.SB["DEPLOYMENT_ID"]
 
 
 def test_sign_refuses_a_file_that_is_not_an_ed25519_key(workspace: Any, tmp_path: Path) -> None:
     not_a_key = tmp_path / "x.pem"
     not_a_key.write_text("hello")
     with pytest.raises(CommandError, match="not an unencrypted PEM private key"):
-        sb_actor("sign", "--key", str(not_a_key), "--actor", "deployer", "GET", "/api/v1/workflows")
+        sb_actor("sign", "--key", str(not_a_key), "--actor", "deployer", "--workspace", "default", "GET",
+                 "/api/v1/workflows")
 
 
 def test_rotate_replaces_the_key_and_the_old_one_is_refused(workspace: Any, tmp_path: Path) -> None:
@@ -160,12 +171,13 @@ def test_the_openssl_recipe_signs_claims_the_api_accepts(workspace: Any, tmp_pat
     sb_actor("register", "ci-bot", "--public-key", str(public), "--patterns", "system.*")
     body = tmp_path / "body.json"
     body.write_bytes(json.dumps(helpers.NOOP).encode())
-    output = subprocess.run(["bash", str(SCRIPT), str(private), "ci-bot", "post", PUBLISH, str(body)],
+    scope = [settings.SB["DEPLOYMENT_ID"], "default"]
+    output = subprocess.run(["bash", str(SCRIPT), str(private), "ci-bot", *scope, "post", PUBLISH, str(body)],
                             check=True, capture_output=True, text=True).stdout
     client = api(workspace, "author")
     assert ok(send(client, "POST", PUBLISH, body.read_bytes(), headers_from(output)), 201)["created"] is True
     # A body-less request signs the empty body.
-    output = subprocess.run(["bash", str(SCRIPT), str(private), "ci-bot", "GET", "/api/v1/workflows"],
+    output = subprocess.run(["bash", str(SCRIPT), str(private), "ci-bot", *scope, "GET", "/api/v1/workflows"],
                             check=True, capture_output=True, text=True).stdout
     ok(send(client, "GET", "/api/v1/workflows", b"", headers_from(output)))
     assert last_audit("claim").outcome == "accepted"

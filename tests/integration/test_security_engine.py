@@ -99,9 +99,10 @@ def test_a_system_workflow_may_spawn_system_children(workspace: Any) -> None:
     assert Execution.objects.filter(parent=parent, status="SUCCEEDED").count() == 3
 
 
-def test_a_system_workflow_may_spawn_ordinary_children(workspace: Any) -> None:
-    helpers.publish(workspace, "child", TARGET)
-    publish_system(workspace, "system.fan", helpers.fanout_doc("child"))
+def test_a_system_workflow_may_spawn_ordinary_children_of_a_pinned_version(workspace: Any) -> None:
+    doc = helpers.fanout_doc("child")
+    doc["vertices"]["fan"]["version"] = helpers.publish(workspace, "child", TARGET).hash
+    publish_system(workspace, "system.fan", doc)
     parent = start_system(workspace, "system.fan", {"items": [1, 2]})
     helpers.run_engine()
     assert helpers.refresh(parent).status == "SUCCEEDED"

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.conf import settings
 
 from executions import services
 from executions.models import Execution
 from workflows import actors, signing
+from workflows.management.commands.sb_actor import actor_admin
 from workflows.models import AuditEvent, SystemActor, Workspace
 from workflows.services import publish_version
 from workflows.sudo import VerifiedActor
@@ -30,14 +32,18 @@ class Actor:
 
 def make_actor(name: str = "deployer", patterns: tuple[str, ...] = ("system.*",)) -> Actor:
     key = signing.new_private_key()
-    row = actors.register(name, signing.public_text(key), patterns, by="test")
+    with actor_admin():  # as manage.py sb_actor does: the database refuses actors registered otherwise
+        row = actors.register(name, signing.public_text(key), patterns, by="test")
     return Actor(name, key, row)
 
 
 def claim(actor: Actor, method: str, path: str, body: bytes = b"", **overrides: Any) -> dict[str, str]:
-    """The claim headers as Django test-client keyword arguments (``HTTP_X_SB_…``)."""
+    """The claim headers as Django test-client keyword arguments (``HTTP_X_SB_…``), signed for
+    this deployment and the default workspace unless ``scope`` says otherwise."""
     key = overrides.pop("key", actor.key)
-    headers = signing.sign(key, method, path, body, actor=overrides.pop("name", actor.name), **overrides)
+    scope = overrides.pop("scope", None) or signing.Scope(settings.SB["DEPLOYMENT_ID"], "default")
+    headers = signing.sign(key, method, path, body, actor=overrides.pop("name", actor.name), scope=scope,
+                           **overrides)
     return as_meta(headers)
 
 

@@ -13,23 +13,24 @@ from workflows import signing
 # RFC 8032 test vector 1's private key, so the signature below is reproducible anywhere.
 SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
 KEY = Ed25519PrivateKey.from_private_bytes(SEED)
+SCOPE = signing.Scope("prod-eu", "default")
 
 
-def test_the_statement_is_seven_lines_without_a_trailing_newline() -> None:
-    statement = signing.statement("post", "/api/v1/workflows/system.x/versions?dry=1", b"{}", timestamp=1767225600,
-                                  nonce="n0nce-n0nce-n0nce", actor="deployer")
-    assert statement == (b"sb-claim-v1\nPOST\n/api/v1/workflows/system.x/versions?dry=1\n"
+def test_the_statement_is_nine_lines_without_a_trailing_newline() -> None:
+    statement = signing.statement("post", "/api/v1/workflows/system.x/versions?dry=1", b"{}", scope=SCOPE,
+                                  timestamp=1767225600, nonce="n0nce-n0nce-n0nce", actor="deployer")
+    assert statement == (b"sb-claim-v2\nprod-eu\ndefault\nPOST\n/api/v1/workflows/system.x/versions?dry=1\n"
                          b"44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a\n"
                          b"1767225600\nn0nce-n0nce-n0nce\ndeployer")
 
 
 def test_a_known_signature_is_stable() -> None:
     headers = signing.sign(KEY, "POST", "/api/v1/executions", b'{"workflow": "system.x"}', actor="deployer",
-                           timestamp=1767225600, nonce="n0nce-n0nce-n0nce")
+                           scope=SCOPE, timestamp=1767225600, nonce="n0nce-n0nce-n0nce")
     assert headers == {
         "X-SB-Actor": "deployer", "X-SB-Timestamp": "1767225600", "X-SB-Nonce": "n0nce-n0nce-n0nce",
         # Ed25519 is deterministic: a change to the statement format changes this value.
-        "X-SB-Signature": "xAZByH59EtDne/u2wn/5CaIMAGCXJr+V960Cudmbwu7lbuJ8a5kwRxB5JFk9hHpodsQQpMowTozUgHp2vaGEAw==",
+        "X-SB-Signature": "yU9Qx55ERNHvJ/U4TtnqHl1KqK9VLzgi+w/akdQiPjNRUY8mLKcGvofUVldZse6rKWY/cyqsZh98j6J6qEu8CQ==",
     }
     assert signing.public_text(KEY) == "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="  # RFC 8032 vector 1
 
@@ -45,24 +46,25 @@ REQUEST = ("POST", "/api/v1/workflows/system.x/versions", b'{"start": "t"}')
     (REQUEST[0], REQUEST[1], b""),
 ])
 def test_a_signature_covers_method_path_and_body(method: str, path: str, body: bytes) -> None:
-    claim = signing.parse(signing.sign(KEY, *REQUEST, actor="deployer").get)
+    claim = signing.parse(signing.sign(KEY, *REQUEST, actor="deployer", scope=SCOPE).get)
     assert claim is not None
-    assert signing.verifies(signing.public_text(KEY), claim, *REQUEST)
-    assert not signing.verifies(signing.public_text(KEY), claim, method, path, body)
+    assert signing.verifies(signing.public_text(KEY), claim, *REQUEST, scope=SCOPE)
+    assert not signing.verifies(signing.public_text(KEY), claim, method, path, body, scope=SCOPE)
 
 
 @pytest.mark.parametrize("field", ["X-SB-Actor", "X-SB-Timestamp", "X-SB-Nonce"])
 def test_a_signature_covers_the_claim_headers(field: str) -> None:
-    headers = signing.sign(KEY, *REQUEST, actor="deployer", timestamp=1767225600, nonce="n0nce-n0nce-n0nce")
+    headers = signing.sign(KEY, *REQUEST, actor="deployer", scope=SCOPE, timestamp=1767225600,
+                           nonce="n0nce-n0nce-n0nce")
     headers[field] = {"X-SB-Actor": "root", "X-SB-Timestamp": "1767225601", "X-SB-Nonce": "n0nce-n0nce-n0ncf"}[field]
     claim = signing.parse(headers.get)
-    assert claim is not None and not signing.verifies(signing.public_text(KEY), claim, *REQUEST)
+    assert claim is not None and not signing.verifies(signing.public_text(KEY), claim, *REQUEST, scope=SCOPE)
 
 
 def test_another_key_does_not_verify() -> None:
-    claim = signing.parse(signing.sign(KEY, *REQUEST, actor="deployer").get)
+    claim = signing.parse(signing.sign(KEY, *REQUEST, actor="deployer", scope=SCOPE).get)
     assert claim is not None
-    assert not signing.verifies(signing.public_text(signing.new_private_key()), claim, *REQUEST)
+    assert not signing.verifies(signing.public_text(signing.new_private_key()), claim, *REQUEST, scope=SCOPE)
 
 
 def test_no_claim_headers_is_no_claim() -> None:
@@ -80,7 +82,7 @@ def test_no_claim_headers_is_no_claim() -> None:
     ({"X-SB-Signature": base64.b64encode(b"x" * 63).decode()}, "not a base64 Ed25519 signature"),
 ])
 def test_malformed_claims_say_what_is_wrong(change: dict[str, str | None], message: str) -> None:
-    headers: dict[str, str | None] = {**signing.sign(KEY, *REQUEST, actor="deployer"), **change}
+    headers: dict[str, str | None] = {**signing.sign(KEY, *REQUEST, actor="deployer", scope=SCOPE), **change}
     with pytest.raises(signing.MalformedClaim, match=message):
         signing.parse(headers.get)
 
@@ -94,3 +96,18 @@ def test_public_keys_load_from_base64_or_pem() -> None:
     assert signing.fingerprint(pem) == signing.fingerprint(signing.public_text(KEY))
     with pytest.raises(ValueError, match="not an Ed25519 public key"):
         signing.load_public("bm90IGEga2V5")
+
+
+@pytest.mark.parametrize("scope", [signing.Scope("staging", "default"), signing.Scope("prod-eu", "other")])
+def test_a_signature_covers_the_deployment_and_the_workspace(scope: signing.Scope) -> None:
+    claim = signing.parse(signing.sign(KEY, *REQUEST, actor="deployer", scope=SCOPE).get)
+    assert claim is not None
+    assert signing.verifies(signing.public_text(KEY), claim, *REQUEST, scope=SCOPE)
+    assert not signing.verifies(signing.public_text(KEY), claim, *REQUEST, scope=scope)
+
+
+@pytest.mark.parametrize(("deployment", "workspace"), [("", "default"), ("prod\neu", "default"), ("prod", ""),
+                                                       ("prod", "a\nb")])
+def test_a_scope_is_one_line_each(deployment: str, workspace: str) -> None:
+    with pytest.raises(signing.MalformedClaim):
+        signing.Scope(deployment, workspace)

@@ -30,6 +30,7 @@ OWNERS: dict[str, set[str]] = {
     "workflows_workflowdefinition": {"workflows/services.py"},
     "workflows_workflowversion": {"workflows/services.py"},
     "workflows_claimnonce": {"workflows/claims.py"},
+    "workflows_throttlecounter": {"workflows/throttle.py"},
 }
 
 WRITE = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+((?:executions|workflows)_[a-z_]+)", re.IGNORECASE)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from executions import selectors, services
 from executions.api import serializers as s
 from executions.api.schema import problems
-from executions.api.views.base import ApiView, acting, body
+from executions.api.views.base import ApiView, acting, body, writes
 from executions.models import Step
 from workflows.models import Role, Workspace
 
@@ -27,6 +27,7 @@ class RetryExecution(ApiView):
                                "idempotency key, a new attempt of the step it failed on. A parent whose merge "
                                "failed re-evaluates when its retried children finish.",
                    responses={200: s.RetryResultSerializer, **NOT_RETRYABLE})
+    @writes("execution.retry", Role.OPERATOR, "retry executions", target="{id}")
     def post(self, request: Request, id: uuid.UUID) -> Response:
         principal = self.principal
         with acting(principal, "execution.retry", Role.OPERATOR, target=str(id), what="retry executions"):
@@ -40,6 +41,7 @@ class RetryStep(ApiView):
                    description="Retry one FAILED step. A failed SPAWNER re-links the children that exist "
                                "(failed ones are not re-run) and creates only the never-started ones.",
                    responses={200: s.RetryResultSerializer, **NOT_RETRYABLE})
+    @writes("step.retry", Role.OPERATOR, "retry steps", target="{id}/{vertex}")
     def post(self, request: Request, id: uuid.UUID, vertex: str) -> Response:
         principal = self.principal
         with acting(principal, "step.retry", Role.OPERATOR, target=f"{id}/{vertex}", what="retry steps"):
@@ -60,6 +62,7 @@ class RetryFailedChildren(ApiView):
                                "may be empty.",
                    responses={200: s.RetriedSerializer, **problems(s409="The execution or an ancestor was "
                                                                         "cancelled.")})
+    @writes("execution.retry-failed-children", Role.OPERATOR, "retry executions", target="{id}")
     def post(self, request: Request, id: uuid.UUID) -> Response:
         data = body(s.RetryFailedChildren, request)
         principal = self.principal
@@ -76,6 +79,7 @@ class CancelExecution(ApiView):
                    description="Cancel an execution and every open descendant (chained executions are "
                                "independent and keep running).",
                    responses={200: s.CancelResultSerializer, **problems(s409="The execution already finished.")})
+    @writes("execution.cancel", Role.OPERATOR, "cancel executions", target="{id}")
     def post(self, request: Request, id: uuid.UUID) -> Response:
         principal = self.principal
         with acting(principal, "execution.cancel", Role.OPERATOR, target=str(id), what="cancel executions"):

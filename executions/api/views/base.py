@@ -1,23 +1,58 @@
 """What every API view shares: the principal, role checks inside the audit record, and
-strict parsing of bodies, query parameters and headers."""
+strict parsing of bodies, query parameters and headers.
+
+The order of a request (``ApiView.initial``) is a security property: authenticate; check
+the role a write needs (``@writes``) before reading its body; read the body within its
+endpoint's limit (413 from Content-Length, or while reading); only then verify a system
+actor's claim (it signs the body) and parse. A viewer's 8 MB start is refused before a byte
+of it is read.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
-from rest_framework import exceptions, serializers
+from django.conf import settings
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from executions.api import auth
-from executions.api.errors import BadRequest
+from executions.api.errors import BadRequest, PayloadTooLarge
+from workflows import signing
 from workflows.access import Principal
 from workflows.audit import audited
 
 _HEADER_VALUE = re.compile(r"[!-~](?:[ -~]{0,253}[!-~])?")
+_CHUNK = 64 * 1024
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Write:
+    """What a write handler needs before its body is read: the role (refusals audited as
+    ``action`` on ``target``, formatted from the URL's arguments) and its body limit (a key
+    of ``settings.SB``)."""
+
+    action: str
+    role: str
+    what: str
+    target: str
+    limit: str
+
+
+def writes(action: str, role: str, what: str, *, target: str = "", limit: str = "MAX_WRITE_BYTES"
+           ) -> Callable[[Handler], Handler]:
+    """Mark a handler as a write: ``ApiView`` checks ``role`` and the body size before the body
+    is read or parsed. The handler still runs its write in ``acting`` (the accepted row)."""
+    def mark(handler: Handler) -> Handler:
+        handler.sb_write = Write(action, role, what, target, limit)  # type: ignore[attr-defined]  # read in initial
+        return handler
+    return mark
 
 
 class ApiView(APIView):
@@ -26,13 +61,51 @@ class ApiView(APIView):
         return cast(Principal, self.request.user)
 
     def perform_authentication(self, request: Request) -> None:
-        """Authenticate, then verify a system actor's claim if the request carries one."""
-        try:
-            super().perform_authentication(request)
-        except exceptions.APIException as error:
-            auth.record_refused_credentials(request, error)
-            raise
+        """Authenticate; a claim that did not come with a token is refused here, unread."""
+        super().perform_authentication(request)
+        auth.refuse_claim_without_token(request)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # authentication, HasPrincipal
+        write = self._write(request)
+        if write is not None:
+            self._check_role(write, kwargs)
+        if write is not None or signing.present(request.headers.get):  # a claim signs the body
+            setting = write.limit if write is not None else "MAX_WRITE_BYTES"
+            read_body(request, int(settings.SB[setting]), setting)
         auth.apply_claim(request)
+
+    def _write(self, request: Request) -> Write | None:
+        handler = getattr(self, (request.method or "").lower(), None)
+        return getattr(handler, "sb_write", None)
+
+    def _check_role(self, write: Write, kwargs: dict[str, Any]) -> None:
+        principal = self.principal
+        if principal.can(write.role):
+            return
+        with audited(principal, write.action, target=write.target.format(**kwargs)):
+            principal.require(write.role, write.what)
+
+
+def read_body(request: Request, limit: int, setting: str) -> None:
+    """Read the request body into memory if it is at most ``limit`` bytes; a 413 otherwise,
+    decided from Content-Length before reading anything and, for a body without one (chunked),
+    while reading — so no more than ``limit`` + 64 KiB is ever held."""
+    django_request = request._request
+    if hasattr(django_request, "_body") or django_request._read_started:  # type: ignore[attr-defined]  # Django's own flag
+        return
+    too_large = PayloadTooLarge(f"the request body is larger than {limit:,} bytes (SB_{setting})")
+    declared = str(django_request.META.get("CONTENT_LENGTH") or "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    while chunk := django_request.read(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    # Django's HttpRequest.body returns _body once set; DRF's parsers then read from it.
+    django_request._body = b"".join(chunks)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
-from executions.api.views.base import ApiView, acting, body, query
+from executions.api.views.base import ApiView, acting, body, query, writes
 from workflows.models import Role
 
 TAG = ["destinations"]
@@ -35,12 +35,14 @@ class CreateDestination(ApiView):
     @extend_schema(operation_id="create_destination", tags=TAG, request=s.CreateDestination,
                    responses={201: s.DestinationSerializer,
                               **problems(s409="A destination with this name already exists.")})
+    @writes("destination.create", Role.OPERATOR, "create destinations")
     def post(self, request: Request) -> Response:
         data = body(s.CreateDestination, request)
         principal = self.principal
         with acting(principal, "destination.create", Role.OPERATOR, target=data["name"],
                     what="create destinations"):
-            created = destinations.create_destination(principal.workspace, **data)
+            created = destinations.create_destination(principal.workspace, system_actor=principal.system_actor,
+                                                      **data)
         location = request.build_absolute_uri(reverse("api:destination", kwargs={"name": created.name}))
         return Response(s.DestinationSerializer(created).data, status=201, headers={"Location": location})
 
@@ -56,6 +58,7 @@ class UpdateDestination(ApiView):
                    description="Change a destination's URL, timeout or limits; a new concurrency limit "
                                "applies at the next claim on every worker.",
                    responses={200: s.DestinationSerializer})
+    @writes("destination.update", Role.OPERATOR, "edit destinations", target="{name}")
     def patch(self, request: Request, name: str) -> Response:
         data = body(s.UpdateDestination, request)
         if data.pop("name", name) != name:
@@ -63,5 +66,6 @@ class UpdateDestination(ApiView):
                              errors=[{"field": "name", "message": "must equal the current name"}])
         principal = self.principal
         with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations"):
-            updated = destinations.update_destination(selectors.destinations.named(principal.workspace, name), **data)
+            updated = destinations.update_destination(selectors.destinations.named(principal.workspace, name),
+                                                      system_actor=principal.system_actor, **data)
         return Response(s.DestinationSerializer(updated).data)

@@ -13,7 +13,7 @@ from executions import selectors, services
 from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.schema import page_of, problems
-from executions.api.views.base import ApiView, acting, body, header, query
+from executions.api.views.base import ApiView, acting, body, header, query, writes
 from workflows.models import Role
 
 TAG = ["executions"]
@@ -49,6 +49,7 @@ class StartExecution(ApiView):
                               s409="The idempotency key was used with another body, or the workflow has "
                                    "no published version.",
                               s429="The workspace's daily execution quota is used up.")})
+    @writes("execution.start", Role.OPERATOR, "start executions", limit="MAX_START_BYTES")
     def post(self, request: Request) -> Response:
         data = body(s.StartExecution, request)
         key = header(request, "Idempotency-Key")

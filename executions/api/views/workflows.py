@@ -11,7 +11,7 @@ from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of
-from executions.api.views.base import ApiView, acting, query
+from executions.api.views.base import ApiView, acting, query, writes
 from workflows import selectors
 from workflows.dsl.parser import WORKFLOW_KEY
 from workflows.models import Role
@@ -59,6 +59,8 @@ class PublishVersion(ApiView):
         responses={201: OpenApiResponse(s.PublishedSerializer, description="A new version, now current."),
                    200: OpenApiResponse(s.PublishedSerializer, description="This logic was already a version; "
                                                                            "it is now current.")})
+    @writes("workflow.publish", Role.AUTHOR, "publish workflow versions", target="{key}",
+            limit="MAX_PUBLISH_BYTES")
     def post(self, request: Request, key: str) -> Response:
         if not WORKFLOW_KEY.fullmatch(key):
             raise BadRequest("invalid workflow key", errors=[{"field": "key", "message": KEY_RULE}])

@@ -39,7 +39,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         workspace = ensure_default_workspace()
-        password = self._admin_password(workspace)
+        self._admin_password(workspace)
         base_url = f"http://{options['host']}:{options['port']}"
         demo = extensions.local_demo()
         if demo is not None:
@@ -48,7 +48,7 @@ class Command(BaseCommand):
         try:
             self._wait_until_serving(base_url, procs)
             started = demo.start_demo(workspace, options["demo"]) if demo is not None else []
-            self._banner(base_url, password, started, demo_loaded=demo is not None)
+            self._banner(base_url, started, demo_loaded=demo is not None)
             self._supervise(procs, watching=started)
         finally:
             self._stop(procs)
@@ -93,15 +93,17 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         raise SystemExit(f"the web server did not answer on {base_url} within 60 s")
 
-    def _banner(self, base_url: str, password: str, started: list[Execution], *, demo_loaded: bool) -> None:
+    def _banner(self, base_url: str, started: list[Execution], *, demo_loaded: bool) -> None:
+        # Never the password itself: terminal scroll-back and CI logs outlive the run.
+        where = ("the SB_ADMIN_PASSWORD you set" if os.environ.get("SB_ADMIN_PASSWORD")
+                 else f"in {LOCAL_DIR / 'admin-password'} (owner-only)")
         lines = [
             "",
             "SchemaBridge is running (Ctrl-C stops it).",
             f"  Operator UI   {base_url}/",
             f"  Admin         {base_url}/admin/",
             f"  REST API      {base_url}/api/v1/   (docs: {base_url}/api/docs/)",
-            f"  Login         admin / {password}"
-            + ("" if os.environ.get("SB_ADMIN_PASSWORD") else "   (kept in .local/admin-password)"),
+            f"  Login         user 'admin', password {where}",
         ]
         for execution in started:
             lines.append(f"  Demo          {execution.workflow.key}: {base_url}/executions/{execution.pk}/")
