@@ -38,7 +38,7 @@ class CreateDestination(ApiView):
     def post(self, request: Request) -> Response:
         data = body(s.CreateDestination, request)
         principal = self.principal
-        with acting(principal, "destination.create", Role.OPERATOR, target=data["name"],
+        with acting(principal, "destination.create", Role.OPERATOR, target=str(data.get("name", ""))[:100],
                     what="create destinations"):
             created = destinations.create_destination(principal.workspace, **data)
         location = request.build_absolute_uri(reverse("api:destination", kwargs={"name": created.name}))
@@ -53,8 +53,8 @@ class DestinationDetail(ApiView):
 
 class UpdateDestination(ApiView):
     @extend_schema(operation_id="update_destination", tags=TAG, request=s.UpdateDestination,
-                   description="Change a destination's URL, timeout or limits; a new concurrency limit "
-                               "applies at the next claim on every worker.",
+                   description="Change a destination's URL, timeout, limits or response cap; a new "
+                               "concurrency limit applies at the next claim on every worker.",
                    responses={200: s.DestinationSerializer})
     def patch(self, request: Request, name: str) -> Response:
         data = body(s.UpdateDestination, request)
