@@ -2,6 +2,8 @@
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Outbound HTTP reaches public addresses only; the demo, tests and benchmarks call loopback.
+LOOPBACK := 127.0.0.0/8,::1
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: run test install system-deps lint bench chaos stop-db clean
@@ -31,11 +33,11 @@ system-deps:
 # The main job: embedded PostgreSQL, migrations, an admin login, demo workflows, the web
 # app and a qcluster, all in the foreground (Ctrl-C stops them).
 run: install
-	DEBUG=1 $(BIN)/python manage.py sb_up
+	DEBUG=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py sb_up
 
 # The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
 test: install system-deps
-	$(BIN)/python -m pytest
+	SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
@@ -43,10 +45,10 @@ lint: install
 	$(BIN)/mypy .
 
 bench: install
-	$(BIN)/python manage.py bench fanout --items 10000 --workers 2
+	SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py bench fanout --items 10000 --workers 2
 
 chaos: install
-	$(BIN)/python manage.py chaos all --items 5000
+	SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py chaos all --items 5000
 
 stop-db: install
 	$(BIN)/python manage.py sb_db stop

@@ -254,6 +254,9 @@ SB: dict[str, Any] = {
     "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
     # Payloads of finished executions are deleted this long after their root finished.
     "PAYLOAD_RETENTION_SECONDS": env_float("SB_PAYLOAD_RETENTION_SECONDS", 7 * 24 * 3600),
+    # Outbound HTTP reaches public addresses only; this opens chosen networks and hosts
+    # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/outbound.py.
+    "OUTBOUND_ALLOW": os.environ.get("SB_OUTBOUND_ALLOW", ""),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()

@@ -3,6 +3,8 @@
 import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-never-used-in-production")
+# Test servers listen on loopback; set in the environment so qcluster subprocesses inherit it.
+os.environ.setdefault("SB_OUTBOUND_ALLOW", "127.0.0.0/8,::1")
 
 from schemabridge_site.settings import *  # noqa: F403
 
