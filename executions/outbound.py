@@ -41,7 +41,6 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
-CHUNK_BYTES = 64 * 1024
 
 
 class OutboundError(Exception):
@@ -268,7 +267,7 @@ def _client() -> httpx.Client:
 @dataclass(frozen=True)
 class Fetched:
     status: int
-    content: bytes | bytearray
+    content: bytes
     content_type: str
 
     def body(self) -> Any:
@@ -318,15 +317,18 @@ def fetch(method: str, url: str, *, json_body: Any = None, headers: dict[str, st
         _deadline.reset(token)
 
 
-def _read_capped(response: httpx.Response, max_bytes: int) -> bytearray:
-    # One growing buffer, never more than max_bytes + one chunk; leaving the ``stream`` block
-    # early closes the connection instead of draining the rest.
+def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
+    # Chunks are kept as they come (no growing buffer that reallocates, and so copies, as it
+    # grows), so an oversized body costs at most max_bytes + one chunk before it is refused;
+    # leaving the ``stream`` block early then closes the connection instead of draining it.
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise ResponseTooLarge(f"the response is {int(declared):,} bytes; the limit is {max_bytes:,}")
-    content = bytearray()
-    for chunk in response.iter_raw(CHUNK_BYTES):
-        content += chunk
-        if len(content) > max_bytes:
+    chunks: list[bytes] = []
+    received = 0
+    for chunk in response.iter_raw():  # as read (at most 64 KiB): re-chunking would copy
+        received += len(chunk)
+        if received > max_bytes:
             raise ResponseTooLarge(f"the response exceeded {max_bytes:,} bytes")
-    return content  # not bytes(content): that copy would double the peak
+        chunks.append(chunk)
+    return b"".join(chunks)

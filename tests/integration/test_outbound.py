@@ -7,6 +7,7 @@ failed would fail on our side of the wire."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import socket
 import time
@@ -297,3 +298,16 @@ def test_error_bodies_in_step_errors_are_short(workspace, allow):
     assert step.status == "FAILED" and "returned HTTP 404" in step.error
     assert len(step.error) < 200 and step.error.endswith("…")
     assert len(DestinationCall.objects.get().error) <= 120
+
+
+@pytest.mark.django_db
+def test_sb_measure_reports_the_growth_of_a_worker_fetching_an_oversized_response(capsys):
+    from django.core.management import call_command
+
+    call_command("sb_measure", "oversized-response", "--bytes", "20000000", "--cap", "2000000")
+    result = json.loads(capsys.readouterr().out)
+    assert result["outcome"] == {"kind": "failed", "retryable": True,
+                                 "error": result["outcome"]["error"]}
+    assert result["outcome"]["error"].endswith("failed: the response exceeded 2,000,000 bytes")
+    assert 0 <= result["rss_growth_mb"] < 2_000_000 / 1024**2 + 1  # the cap plus at most a read's slack
+    assert not Destination.objects.filter(name="sb-measure-scratch").exists()  # rolled back
