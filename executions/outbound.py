@@ -25,6 +25,7 @@ import contextvars
 import functools
 import ipaddress
 import json
+import logging
 import socket
 import ssl
 import threading
@@ -36,6 +37,9 @@ from typing import Any
 import httpcore
 import httpx
 from django.conf import settings
+from django.core.checks import Error, register
+
+log = logging.getLogger(__name__)
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -135,12 +139,28 @@ def refusal_reason(address: Address) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def _parsed(text: str) -> Policy:
-    return Policy.parse(text)
+    try:
+        return Policy.parse(text)
+    except ValueError as error:
+        # Fail closed: a typo must not open anything (the system check below names it).
+        log.error("%s; outbound calls reach public addresses only until it is fixed", error)
+        return Policy()
 
 
 def policy() -> Policy:
     """The policy configured by ``SB_OUTBOUND_ALLOW`` (settings.SB["OUTBOUND_ALLOW"])."""
     return _parsed(settings.SB.get("OUTBOUND_ALLOW", ""))
+
+
+@register()
+def outbound_allow_is_valid(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """``manage.py check`` refuses an SB_OUTBOUND_ALLOW entry that is not a CIDR or host name."""
+    try:
+        Policy.parse(settings.SB.get("OUTBOUND_ALLOW", ""))
+    except ValueError as error:
+        return [Error(str(error), hint="Comma-separated CIDRs and host names, e.g. 127.0.0.0/8,::1",
+                      id="schemabridge.E020")]
+    return []
 
 
 def resolve(host: str, port: int) -> list[Address]:

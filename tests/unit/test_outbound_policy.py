@@ -56,3 +56,15 @@ def test_sb_outbound_allow_opens_networks_and_host_names():
 def test_a_bad_allow_list_entry_is_named(text):
     with pytest.raises(ValueError, match="SB_OUTBOUND_ALLOW"):
         Policy.parse(text)
+
+
+def test_a_bad_allow_list_fails_the_system_check_and_opens_nothing(settings, caplog):
+    from executions import outbound
+
+    settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8,loopback please"}
+    [error] = outbound.outbound_allow_is_valid(None)
+    assert error.id == "schemabridge.E020" and "'loopback please'" in error.msg
+    assert outbound.policy() == Policy()  # fail closed
+    assert "outbound calls reach public addresses only" in caplog.text
+    settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8,::1"}
+    assert outbound.outbound_allow_is_valid(None) == []
