@@ -15,10 +15,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) .env
 
-# A local SECRET_KEY for manage.py commands run outside `make run` (which turns DEBUG on).
+# A local SECRET_KEY for manage.py commands run outside `make run` (which turns DEBUG on),
+# and a Fernet key that seals destination credentials (SB_CREDENTIALS_KEY).
 .env:
-	@printf '# Local settings for manage.py (git-ignored). Real environment variables win.\nSECRET_KEY=%s\n' \
-		"$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')" > .env
+	@printf '# Local settings for manage.py (git-ignored). Real environment variables win.\nSECRET_KEY=%s\nSB_CREDENTIALS_KEY=%s\n' \
+		"$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+		"$$(python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" > .env
 	@chmod 600 .env
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).

@@ -6,7 +6,8 @@
   stands for) and show these messages unchanged, so the same bad input reads the same in both.
 - **Writes.** ``create_destination`` and ``update_destination``.
 - **Named queries.** The call log behind the Rate Limits page, live counts per destination,
-  and what a claimed HTTP step needs to know about its destination.
+  and what a claimed HTTP step needs to know about its destination (credentials sealed:
+  executions/credentials.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
+from executions import credentials as credential_rules
 from executions import outbound
 from executions.errors import Conflict, Invalid
 from workflows.dsl.parser import DESTINATION_NAME
@@ -37,7 +39,8 @@ DEFAULT_MAX_RESPONSE_BYTES = outbound.DEFAULT_MAX_BYTES
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 
 REQUIRED = ("name", "base_url")
-EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes")
+EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes",
+            "credentials")
 FIELDS = ("name", *EDITABLE)
 
 # What each field must be, as shown to API clients and UI users (and in the API schema).
@@ -49,6 +52,7 @@ RULES = {
     "rate_per_second": f"a number of requests per second in (0, {MAX_RATE:,.0f}], or empty for no rate limit",
     "max_response_bytes": f"a whole number of bytes from 1 to {MAX_RESPONSE_BYTES:,} "
                           f"(default {DEFAULT_MAX_RESPONSE_BYTES:,})",
+    "credentials": credential_rules.RULE,
 }
 
 
@@ -123,10 +127,26 @@ def _max_response_bytes(value: Any) -> int:
     return int(value)
 
 
+def _credentials(value: Any) -> dict[str, str]:
+    """The model's two columns for ``value``: sealed credentials and their kind (both empty: none)."""
+    try:
+        clean = credential_rules.checked(value)
+        if clean is None:
+            return {"credentials_sealed": "", "credentials_kind": ""}
+        return {"credentials_sealed": credential_rules.seal(clean), "credentials_kind": credential_rules.kind_of(clean)}
+    except credential_rules.CredentialsError as error:
+        raise _Bad(str(error)) from error
+
+
 CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": _name, "base_url": _base_url, "timeout_seconds": _timeout, "concurrency_limit": _limit,
-    "rate_per_second": _rate, "max_response_bytes": _max_response_bytes,
+    "rate_per_second": _rate, "max_response_bytes": _max_response_bytes, "credentials": _credentials,
 }
+
+
+def _columns(clean: dict[str, Any]) -> dict[str, Any]:
+    """Clean values as model columns (credentials become their sealed form and kind)."""
+    return {**{k: v for k, v in clean.items() if k != "credentials"}, **clean.get("credentials", {})}
 
 
 def validated(fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -162,7 +182,7 @@ def create_destination(workspace: Any, **fields: Any) -> Any:
     clean = validated(fields, required=REQUIRED)
     try:
         with transaction.atomic():
-            return Destination.objects.create(workspace=workspace, **clean)
+            return Destination.objects.create(workspace=workspace, **_columns(clean))
     except IntegrityError as error:
         raise Conflict(f"a destination named '{clean['name']}' already exists") from error
 
@@ -178,7 +198,7 @@ def update_destination(destination: Any, **fields: Any) -> Any:
                       errors=[{"field": f, "message": "not editable"} for f in unknown])
     clean = validated(fields)
     if clean:
-        Destination.objects.filter(pk=destination.pk).update(**clean, updated_at=Now())
+        Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
         destination.refresh_from_db()
     return destination
 
@@ -187,7 +207,7 @@ def update_destination(destination: Any, **fields: Any) -> Any:
 
 # What an HTTP step needs of its destination, for the claimed steps' destinations.
 FOR_CALLS = """
-    SELECT id, name, base_url, timeout_seconds, max_response_bytes
+    SELECT id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed
     FROM executions_destination WHERE id = ANY(%(ids)s)
 """
 
@@ -216,7 +236,7 @@ LIVE_COUNTS = """
 
 
 def for_calls(cursor: Any, destination_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """id → {id, name, base_url, timeout_seconds, max_response_bytes} (FOR_CALLS)."""
+    """id → {id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed} (FOR_CALLS)."""
     if not destination_ids:
         return {}
     cursor.execute(FOR_CALLS, {"ids": destination_ids})

@@ -128,6 +128,9 @@ class Destination(models.Model):
     rate_per_second = models.FloatField(null=True, blank=True, help_text="Empty: no request-rate limit.")
     # A bigger response fails the call (executions/outbound.py); the default is outbound.DEFAULT_MAX_BYTES.
     max_response_bytes = models.PositiveIntegerField(default=10 * 1024 * 1024, db_default=10 * 1024 * 1024)
+    # Sealed with SB_CREDENTIALS_KEY (executions/credentials.py); never shown, only their kind.
+    credentials_sealed = models.TextField(blank=True, default="", db_default="")
+    credentials_kind = models.CharField(max_length=10, blank=True, default="", db_default="")
     # Token bucket for rate_per_second, refilled from database time when slots are claimed.
     rate_tokens = models.FloatField(default=0.0)
     rate_updated_at = models.DateTimeField(db_default=Now())

@@ -3,7 +3,8 @@
 Paths: ``/ok`` echoes the JSON body (200); ``/status/<code>`` answers that code;
 ``/slow/<seconds>`` answers 200 after a delay; ``/big/<bytes>`` sends that many bytes
 (``/big/<bytes>/unsized``: without a Content-Length, until the connection closes); ``/trickle/<seconds>`` sends one byte
-every 50 ms for that long; ``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a
+every 50 ms for that long; ``/echo-headers/<code>`` answers that code quoting the request's Authorization and X-Api-Key;
+``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a
 gzip-compressed body whatever was asked; anything else 404 (with a long body).
 """
 
@@ -113,6 +114,9 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             parts = self.path.strip("/").split("/")
             if parts[0] == "ok":
                 return 200, {"echo": json.loads(body) if body else None, "path": self.path}
+            if parts[0] == "echo-headers" and len(parts) > 1:  # e.g. a server that quotes the request back
+                quoted = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")}
+                return int(parts[1]), {"got": quoted}
             if parts[0] == "status" and len(parts) > 1:
                 return int(parts[1]), {"error": f"status {parts[1]}"}
             if parts[0] == "slow" and len(parts) > 1:

@@ -115,6 +115,16 @@ class _UncheckedInteger(_Unchecked):
     pass
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
+class _UncheckedObject(_Unchecked):
+    pass
+
+
+class CredentialsSummary(serializers.Serializer):
+    set = serializers.BooleanField()
+    kind = serializers.ChoiceField(choices=["bearer", "basic", "headers"])
+
+
 class DestinationFields(StrictSerializer):
     name = _UncheckedText("name", " Required on create; on update only the current name.")
     base_url = _UncheckedText("base_url", " Required on create. HTTP vertex paths are appended to it.")
@@ -122,6 +132,7 @@ class DestinationFields(StrictSerializer):
     concurrency_limit = _UncheckedInteger("concurrency_limit", " Calls in flight at once across all workers.")
     rate_per_second = _UncheckedNumber("rate_per_second")
     max_response_bytes = _UncheckedInteger("max_response_bytes", " A bigger response fails the call.")
+    credentials = _UncheckedObject("credentials", " Stored encrypted; never returned.")
 
 
 class CreateDestination(DestinationFields):
@@ -299,8 +310,14 @@ class DestinationSerializer(serializers.Serializer):
     concurrency_limit = serializers.IntegerField(allow_null=True)
     rate_per_second = serializers.FloatField(allow_null=True)
     max_response_bytes = serializers.IntegerField()
+    credentials = serializers.SerializerMethodField(help_text="Whether credentials are set, and their kind; "
+                                                              "never the secret.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(CredentialsSummary(allow_null=True))
+    def get_credentials(self, destination: Any) -> dict[str, Any] | None:
+        return {"set": True, "kind": destination.credentials_kind} if destination.credentials_kind else None
 
 
 # --- problems (for the schema; errors.py renders them) ---------------------------------------

@@ -121,6 +121,10 @@ class LimitForm(DestinationValuesForm):
     numbers = ("concurrency_limit",)
 
 
+CREDENTIAL_INPUTS = ("credentials_kind", "credentials_token", "credentials_username", "credentials_password",
+                     "credentials_header", "credentials_value")
+
+
 class DestinationForm(DestinationValuesForm):
     name = _text("Name")
     base_url = _text("Base URL")
@@ -128,13 +132,41 @@ class DestinationForm(DestinationValuesForm):
     concurrency_limit = _text("Concurrency limit")
     rate_per_second = _text("Rate (requests/s)")
     max_response_bytes = _text("Response cap (bytes)")
+    # Where the service's "credentials" errors are shown; the inputs are the credentials_* below.
+    credentials = _text("Credentials")
+    credentials_kind = _text("Credentials")
+    credentials_token = _text("Bearer token")
+    credentials_username = _text("User name")
+    credentials_password = _text("Password")
+    credentials_header = _text("Header name")
+    credentials_value = _text("Header value")
     numbers = ("timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes")
 
     def values(self) -> dict[str, Any]:
         """As submitted; an empty optional field is left out (its default applies), an empty
-        name or URL stays in so that the service reports it as required."""
-        return {name: value for name, value in super().values().items()
-                if value is not None or name in ("name", "base_url")}
+        name or URL stays in so that the service reports it as required. The credentials
+        inputs become the API's ``credentials`` object, and the service checks it."""
+        values = {name: value for name, value in super().values().items()
+                  if name not in (*CREDENTIAL_INPUTS, "credentials") and (value is not None
+                                                                           or name in ("name", "base_url"))}
+        credentials = self._credentials()
+        if credentials is not None:
+            values["credentials"] = credentials
+        return values
+
+    def _credentials(self) -> Any:
+        # Secrets are taken as typed (not stripped): a space may be part of a password.
+        text = {name: str(self.data.get(name, "")) for name in CREDENTIAL_INPUTS}
+        kind = text["credentials_kind"].strip()
+        if kind == "":
+            return None
+        if kind == "bearer":
+            return {"bearer": text["credentials_token"]}
+        if kind == "basic":
+            return {"basic": {"username": text["credentials_username"], "password": text["credentials_password"]}}
+        if kind == "headers":
+            return {"headers": {text["credentials_header"].strip(): text["credentials_value"]}}
+        return {kind: None}  # refused by the service, naming the accepted kinds
 
 
 def show_errors(form: forms.Form, errors: list[dict[str, str]]) -> None:

@@ -4,9 +4,12 @@ are retried per the vertex's ``retry``; other 4xx fail at once. The step's stabl
 idempotency key goes out as the ``Idempotency-Key`` header.
 
 The call itself goes through ``executions.outbound`` (address checks, no redirects, a byte
-cap and one deadline). A path placeholder is one literal path segment: its value is
-percent-encoded (``/`` included), and a ``.`` or ``..`` segment is refused, so the URL
-always stays under the destination's base URL."""
+cap and one deadline). The destination's credentials are opened here, at call time, added as
+headers, and redacted from every error text this module produces.
+
+A path placeholder is one literal path segment: its value is percent-encoded (``/``
+included), and a ``.`` or ``..`` segment is refused, so the URL always stays under the
+destination's base URL."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from executions import destinations, outbound
+from executions import credentials, destinations, outbound
 from executions.handlers import NonRetryable
 from executions.outcomes import Outcome, failed, succeeded
 from executions.vertices.common import needs_of
@@ -36,12 +39,17 @@ def run(step: Any) -> Outcome:
     url = target_url(destination["base_url"], render_placeholders(vertex.path, step.context))
     shown = f"{vertex.method} {_shown(url)}"
     body = render(vertex.body, step.context) if vertex.body is not None else None
-    headers = {**dict(vertex.headers), "Idempotency-Key": step.idempotency_key}
+    secret = _credentials(destination)
+    # Every text that leaves this function (step error, event, call log) is redacted.
+    hidden = credentials.secrets(secret) if secret else []
+    headers = _headers(dict(vertex.headers), credentials.headers(secret) if secret else {})
+    headers["Idempotency-Key"] = step.idempotency_key
     timeout = min(float(destination["timeout_seconds"]), vertex.timeout_seconds)
     started = time.monotonic()
 
     def record(status: int | None, error: str) -> None:
-        destinations.record_call(destination["id"], step.step_id, status, time.monotonic() - started, error)
+        destinations.record_call(destination["id"], step.step_id, status, time.monotonic() - started,
+                                 credentials.redact(error, hidden))
 
     try:
         response = outbound.fetch(vertex.method, url, json_body=body, headers=headers, timeout=timeout,
@@ -49,20 +57,37 @@ def run(step: Any) -> Outcome:
     except outbound.OutboundError as error:
         record(None, str(error))
         if not error.retryable:
-            raise NonRetryable(f"{shown} refused: {error}") from error
-        return failed(f"{shown} {error}" if isinstance(error, outbound.DeadlineExceeded) else
-                      f"{shown} failed: {error}")
+            raise NonRetryable(credentials.redact(f"{shown} refused: {error}", hidden)) from None
+        return failed(credentials.redact(f"{shown} {error}" if isinstance(error, outbound.DeadlineExceeded) else
+                                         f"{shown} failed: {error}", hidden))
     except httpx.HTTPError as error:
         record(None, f"{type(error).__name__}: {error}")
-        return failed(f"{shown} failed: {type(error).__name__}: {error}")
+        return failed(credentials.redact(f"{shown} failed: {type(error).__name__}: {error}", hidden))
     ok = response.status < 400
-    record(response.status, "" if ok else response.excerpt())
+    excerpt = "" if ok else credentials.redact(response.excerpt(), hidden)
+    record(response.status, excerpt)
     if ok:
         return succeeded({"status": response.status, "body": response.body()})
-    message = f"{shown} returned HTTP {response.status}: {response.excerpt()}"
+    message = f"{shown} returned HTTP {response.status}: {excerpt}"
     if response.status == 429 or response.status >= 500:
         return failed(message)
     raise NonRetryable(message)
+
+
+def _credentials(destination: dict[str, Any]) -> dict[str, Any] | None:
+    sealed = destination.get("credentials_sealed")
+    if not sealed:
+        return None
+    try:
+        return credentials.unseal(sealed)
+    except credentials.CredentialsError as error:
+        raise NonRetryable(f"destination '{destination['name']}': {error}") from None
+
+
+def _headers(from_vertex: dict[str, str], from_credentials: dict[str, str]) -> dict[str, str]:
+    """The vertex's headers, except those the destination's credentials set (in any case)."""
+    replaced = {name.lower() for name in from_credentials}
+    return {**{k: v for k, v in from_vertex.items() if k.lower() not in replaced}, **from_credentials}
 
 
 def target_url(base_url: str, path: str) -> str:
