@@ -181,6 +181,8 @@ def pinned_address(host: str, port: int) -> Address:
     """The address to connect to: the first one ``host`` resolves to that the policy allows.
     Raises AddressRefused (naming the first refused address and why) when there is none."""
     addresses = resolve(host, port)
+    if not addresses:
+        raise httpcore.ConnectError(f"cannot resolve {host}: no addresses")
     rules = policy()
     for address in addresses:
         if rules.allows(host, address):

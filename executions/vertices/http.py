@@ -103,7 +103,11 @@ def target_url(base_url: str, path: str) -> str:
         raise NonRetryable("the path may not contain '#' (it would cut off the rest of the URL)")
     base = base_url.rstrip("/")
     url = base + path
-    if not httpx.URL(url).path.startswith(httpx.URL(base).path):
+    try:
+        under = httpx.URL(url).path.startswith(httpx.URL(base).path)
+    except httpx.InvalidURL as error:
+        raise NonRetryable(f"{_shown(url)} is not a valid URL: {error}") from None
+    if not under:
         raise NonRetryable(f"{_shown(url)} is not under the destination's base URL")
     return url
 
