@@ -88,7 +88,8 @@ def test_unknown_paths_and_methods_are_problems(client: Any) -> None:
 
 @pytest.mark.parametrize("path", ["/api/v1/workflows/%00", "/api/v1/versions/%00", "/api/v1/destinations/%00",
                                   "/api/v1/executions/%00", "/api/v1/executions/%00/events",
-                                  "/api/v1/workflows/" + "k" * 200])
+                                  "/api/v1/workflows/" + "k" * 200, "/api/v1/executions/x%0A",
+                                  "/api/v1/executions/x%0A/cancel"])
 def test_identifiers_that_cannot_exist_are_404_without_touching_the_database(client: Any, path: str) -> None:
     problem(client.get(path), 404)
 
