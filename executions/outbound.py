@@ -177,16 +177,16 @@ def resolve(host: str, port: int) -> list[Address]:
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
-def pinned_address(host: str, port: int) -> Address:
-    """The address to connect to: the first one ``host`` resolves to that the policy allows.
-    Raises AddressRefused (naming the first refused address and why) when there is none."""
+def allowed_addresses(host: str, port: int) -> list[Address]:
+    """The addresses ``host`` resolves to that the policy allows, in resolver order. Raises
+    AddressRefused (naming the first refused address and why) when there is none."""
     addresses = resolve(host, port)
     if not addresses:
         raise httpcore.ConnectError(f"cannot resolve {host}: no addresses")
     rules = policy()
-    for address in addresses:
-        if rules.allows(host, address):
-            return address
+    allowed = [address for address in addresses if rules.allows(host, address)]
+    if allowed:
+        return allowed
     first = addresses[0]
     raise AddressRefused(f"{host} resolves to {first}, a {refusal_reason(first) or 'refused'} address; "
                          f"outbound calls reach public addresses only unless SB_OUTBOUND_ALLOW opens it")
@@ -243,16 +243,25 @@ class _DeadlineStream(httpcore.NetworkStream):
 
 
 class _PinnedBackend(httpcore.NetworkBackend):
-    """Resolves and checks the host, then connects to exactly the checked address."""
+    """Resolves and checks the host, then connects to exactly a checked address."""
 
     def __init__(self) -> None:
         self.inner = httpcore.SyncBackend()
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        address = pinned_address(host, port)
-        stream = self.inner.connect_tcp(str(address), port, _time_left(timeout), local_address, socket_options)
-        return _DeadlineStream(stream)
+        # Each checked address in turn (``localhost`` may be ::1 first with a server on
+        # 127.0.0.1 only); never an address that was not checked.
+        failure: httpcore.ConnectError | None = None
+        for address in allowed_addresses(host, port):
+            try:
+                stream = self.inner.connect_tcp(str(address), port, _time_left(timeout), local_address,
+                                                socket_options)
+            except httpcore.ConnectError as error:
+                failure = error
+                continue
+            return _DeadlineStream(stream)
+        raise failure or httpcore.ConnectError(f"cannot connect to {host}")
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:

@@ -311,3 +311,13 @@ def test_sb_measure_reports_the_growth_of_a_worker_fetching_an_oversized_respons
     assert result["outcome"]["error"].endswith("failed: the response exceeded 2,000,000 bytes")
     assert 0 <= result["rss_growth_mb"] < 2_000_000 / 1024**2 + 1  # the cap plus at most a read's slack
     assert not Destination.objects.filter(name="sb-measure-scratch").exists()  # rolled back
+
+
+def test_every_allowed_address_is_tried_in_order_and_no_other(allow, connects, resolves):
+    """``localhost`` may answer ::1 first while the server listens on 127.0.0.1 only."""
+    allow("127.0.0.0/8,::1")
+    with serve() as (url, _):
+        port = url.rsplit(":", 1)[1]
+        resolves["both.test"] = ["10.0.0.1", "::1", "127.0.0.1"]
+        assert fetch(f"http://both.test:{port}/ok").status == 200
+    assert connects == ["::1", "127.0.0.1"]  # 10.0.0.1 was never tried
