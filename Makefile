@@ -2,6 +2,8 @@
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Outbound HTTP reaches public addresses only; the demo, tests and benchmarks call loopback.
+LOOPBACK := 127.0.0.0/8,::1
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: run test install system-deps lint bench chaos stop-db clean
@@ -13,10 +15,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) .env
 
-# A local SECRET_KEY for manage.py commands run outside `make run` (which turns DEBUG on).
+# A local SECRET_KEY for manage.py commands run outside `make run` (which turns DEBUG on),
+# and a Fernet key that seals destination credentials (SB_CREDENTIALS_KEY).
 .env:
-	@printf '# Local settings for manage.py (git-ignored). Real environment variables win.\nSECRET_KEY=%s\n' \
-		"$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')" > .env
+	@printf '# Local settings for manage.py (git-ignored). Real environment variables win.\nSECRET_KEY=%s\nSB_CREDENTIALS_KEY=%s\n' \
+		"$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+		"$$(python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')" > .env
 	@chmod 600 .env
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
@@ -32,12 +36,12 @@ system-deps:
 # app and a qcluster, all in the foreground (Ctrl-C stops them). SB_DEMO=1 loads the demo
 # (handlers, ledger, workflows); production settings never do.
 run: install
-	SB_DEMO=1 DEBUG=1 $(BIN)/python manage.py sb_up
+	SB_DEMO=1 DEBUG=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py sb_up
 
 # The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
 # The test settings turn SB_DEMO on too, so a plain `pytest` is the same run.
 test: install system-deps
-	SB_DEMO=1 $(BIN)/python -m pytest
+	SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
@@ -46,10 +50,10 @@ lint: install
 	$(BIN)/mypy .
 
 bench: install
-	SB_DEMO=1 $(BIN)/python manage.py bench fanout --items 10000 --workers 2
+	SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py bench fanout --items 10000 --workers 2
 
 chaos: install
-	SB_DEMO=1 $(BIN)/python manage.py chaos all --items 5000
+	SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py chaos all --items 5000
 
 stop-db: install
 	$(BIN)/python manage.py sb_db stop

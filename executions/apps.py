@@ -8,7 +8,7 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from executions import runtime, worker
+        from executions import outbound, runtime, worker  # noqa: F401 - outbound registers a system check
 
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
         runtime.install()  # before qcluster builds its queues: a SIGKILLed idle worker must not wedge them

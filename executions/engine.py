@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from executions import destinations as destination_rows
 from executions import kick, leases, payloads, records, retry, state, vertices
 from executions.handlers import NonRetryable
 from executions.leases import ClaimedStep
@@ -60,12 +61,7 @@ def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
     names = [column.name for column in cursor.description]
     executions = {row[0]: ExecutionInfo(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()}
     versions = load_versions(cursor, [e.version_id for e in executions.values()])
-    destinations = {}
-    dest_ids = [c.destination_id for c in claimed if c.destination_id]
-    if dest_ids:
-        cursor.execute(DESTINATIONS, {"ids": dest_ids})
-        destinations = {row[0]: {"id": row[0], "name": row[1], "base_url": row[2], "timeout_seconds": row[3]}
-                        for row in cursor.fetchall()}
+    destinations = destination_rows.for_calls(cursor, [c.destination_id for c in claimed if c.destination_id])
     runs, wanted = [], []
     for step in claimed:
         execution = executions[step.execution_id]

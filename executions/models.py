@@ -126,6 +126,11 @@ class Destination(models.Model):
     timeout_seconds = models.FloatField(default=10.0)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: unlimited.")
     rate_per_second = models.FloatField(null=True, blank=True, help_text="Empty: no request-rate limit.")
+    # A bigger response fails the call (executions/outbound.py); the default is outbound.DEFAULT_MAX_BYTES.
+    max_response_bytes = models.PositiveIntegerField(default=10 * 1024 * 1024, db_default=10 * 1024 * 1024)
+    # Sealed with SB_CREDENTIALS_KEY (executions/credentials.py); never shown, only their kind.
+    credentials_sealed = models.TextField(blank=True, default="", db_default="")
+    credentials_kind = models.CharField(max_length=10, blank=True, default="", db_default="")
     # Token bucket for rate_per_second, refilled from database time when slots are claimed.
     rate_tokens = models.FloatField(default=0.0)
     rate_updated_at = models.DateTimeField(db_default=Now())
@@ -138,6 +143,7 @@ class Destination(models.Model):
             models.CheckConstraint(condition=Q(timeout_seconds__gt=0), name="destination_timeout_positive"),
             models.CheckConstraint(condition=Q(rate_per_second__isnull=True) | Q(rate_per_second__gt=0),
                                    name="destination_rate_positive"),
+            models.CheckConstraint(condition=Q(max_response_bytes__gte=1), name="destination_response_cap_positive"),
         ]
         ordering = ["name"]
 

@@ -302,6 +302,12 @@ SB: dict[str, Any] = {
     "MAX_START_BYTES": env_int("SB_MAX_START_BYTES", 8 * 1024 * 1024),
     "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
     "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
+    # Outbound HTTP reaches public addresses only; this opens chosen networks and hosts
+    # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/outbound.py.
+    "OUTBOUND_ALLOW": os.environ.get("SB_OUTBOUND_ALLOW", ""),
+    # Fernet keys (comma-separated; the first seals) for destination credentials at rest.
+    # Unset: credentials cannot be stored. See executions/credentials.py.
+    "CREDENTIALS_KEY": os.environ.get("SB_CREDENTIALS_KEY", ""),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()

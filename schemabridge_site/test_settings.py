@@ -7,6 +7,9 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-never-used-in-producti
 # The suite uses the demo handlers and ledger; set in the environment (not only here) so the
 # qcluster subprocesses of end-to-end tests load them too.
 os.environ.setdefault("SB_DEMO", "1")
+# Test servers listen on loopback; set in the environment so qcluster subprocesses inherit it.
+os.environ.setdefault("SB_OUTBOUND_ALLOW", "127.0.0.0/8,::1")
+os.environ.setdefault("SB_CREDENTIALS_KEY", "7Ge_yyrEaAzQdDi1e8Yu6I9FHp9oC1DfbZ5cDAn4JOg=")  # a test-only Fernet key
 
 from schemabridge_site.settings import *  # noqa: F403
 

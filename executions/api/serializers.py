@@ -12,13 +12,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from executions import destinations
 from executions.models import ExecutionStatus, StepStatus
-from workflows.dsl.parser import DESTINATION_NAME, VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
-
-INT32_MAX = 2**31 - 1
-
+from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
 # --- strict request fields -------------------------------------------------------------------
 
@@ -46,33 +46,6 @@ class StrictRegexField(serializers.RegexField):
             self.fail("type")
         if not self.whole.fullmatch(data):
             self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictURLField(serializers.URLField):
-    default_error_messages = {"type": "must be a string"}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("type")
-        return super().to_internal_value(data)
-
-
-class StrictIntegerField(serializers.IntegerField):
-    default_error_messages = {"type": "must be an integer"}
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("type")
-        return super().to_internal_value(data)
-
-
-class StrictFloatField(serializers.FloatField):
-    default_error_messages = {"type": "must be a number"}
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("type")
         return super().to_internal_value(data)
 
 
@@ -112,16 +85,54 @@ class RetryFailedChildren(StrictSerializer):
     spawner = vertex_field(required=False, help_text="Only children of this SPAWNER vertex.")
 
 
+class _Unchecked(serializers.Field):
+    """A JSON value handed on as received: executions/destinations.py checks it (type and
+    bounds), so the API and the UI refuse the same input with the same message."""
+
+    def __init__(self, rule: str, extra: str = "") -> None:
+        text = destinations.RULES[rule]
+        super().__init__(required=False, allow_null=True, help_text=f"{text[0].upper()}{text[1:]}.{extra}")
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class _UncheckedText(_Unchecked):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.NUMBER)
+class _UncheckedNumber(_Unchecked):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class _UncheckedInteger(_Unchecked):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class _UncheckedObject(_Unchecked):
+    pass
+
+
+class CredentialsSummary(serializers.Serializer):
+    set = serializers.BooleanField()
+    kind = serializers.ChoiceField(choices=["bearer", "basic", "headers"])
+
+
 class DestinationFields(StrictSerializer):
-    name = StrictRegexField(DESTINATION_NAME, max_length=100,
-                            error_messages={"invalid": "1-100 letters, digits, '.', '_' or '-'"})
-    base_url = StrictURLField(max_length=500, help_text="http(s) URL that HTTP vertex paths are appended to.")
-    timeout_seconds = StrictFloatField(required=False, min_value=0, max_value=3600,
-                                       help_text="Per-call timeout, in (0, 3600] seconds (default 10).")
-    concurrency_limit = StrictIntegerField(required=False, allow_null=True, min_value=0, max_value=INT32_MAX,
-                                           help_text="Calls in flight at once across all workers; null: unlimited.")
-    rate_per_second = StrictFloatField(required=False, allow_null=True, min_value=0,
-                                       help_text="Requests per second; null: no rate limit.")
+    name = _UncheckedText("name", " Required on create; on update only the current name.")
+    base_url = _UncheckedText("base_url", " Required on create. HTTP vertex paths are appended to it.")
+    timeout_seconds = _UncheckedNumber("timeout_seconds", " Default 10.")
+    concurrency_limit = _UncheckedInteger("concurrency_limit", " Calls in flight at once across all workers.")
+    rate_per_second = _UncheckedNumber("rate_per_second")
+    max_response_bytes = _UncheckedInteger("max_response_bytes", " A bigger response fails the call.")
+    credentials = _UncheckedObject("credentials", " Stored encrypted; never returned.")
 
 
 class CreateDestination(DestinationFields):
@@ -131,10 +142,6 @@ class CreateDestination(DestinationFields):
 class UpdateDestination(DestinationFields):
     """Every field optional. ``name`` is accepted only unchanged: workflows refer to a
     destination by name, so renaming one would silently break them."""
-
-    name = StrictRegexField(DESTINATION_NAME, max_length=100, required=False,
-                            help_text="Must equal the current name (destinations cannot be renamed).")
-    base_url = StrictURLField(max_length=500, required=False)
 
 
 # --- query parameters (read from ``request.query_params.dict()``) -----------------------------
@@ -306,8 +313,15 @@ class DestinationSerializer(serializers.Serializer):
     timeout_seconds = serializers.FloatField()
     concurrency_limit = serializers.IntegerField(allow_null=True)
     rate_per_second = serializers.FloatField(allow_null=True)
+    max_response_bytes = serializers.IntegerField()
+    credentials = serializers.SerializerMethodField(help_text="Whether credentials are set, and their kind; "
+                                                              "never the secret.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(CredentialsSummary(allow_null=True))
+    def get_credentials(self, destination: Any) -> dict[str, Any] | None:
+        return {"set": True, "kind": destination.credentials_kind} if destination.credentials_kind else None
 
 
 # --- problems (for the schema; errors.py renders them) ---------------------------------------

@@ -3,6 +3,7 @@ does not validate becomes a 400 answer naming the field, never a 500."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import timedelta
 from typing import Any, cast
@@ -17,8 +18,6 @@ STATUSES = [s.value for s in ExecutionStatus]
 CHILD_STATUSES = STATUSES
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_PAGE = 100_000
-# PostgreSQL's integer column; a larger limit would fail in the database instead of here.
-MAX_LIMIT = 2_147_483_647
 
 
 def _choice_error(what: str, values: list[str]) -> dict[str, str]:
@@ -83,39 +82,98 @@ class ChildrenFilters(forms.Form):
         return data.get("status") or "", data.get("sort") or "index", data.get("page") or 1
 
 
-class LimitField(forms.Field):
-    """A concurrency limit: a non-negative whole number, or empty for unlimited."""
+_INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
-    default_error_messages = {
-        "invalid_limit": "Enter a whole number of concurrent calls (0 or more), or leave it empty for unlimited.",
-        "too_large": f"A limit is at most {MAX_LIMIT:,}; leave it empty for unlimited.",
-    }
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(required=False, **kwargs)
+def as_value(text: str) -> Any:
+    """Form text as the JSON value it stands for: empty → None, ASCII digits → a number;
+    anything else stays text, which executions/destinations.py refuses for a number field
+    with the same message the API gives for a string."""
+    text = text.strip()
+    if text == "":
+        return None
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    if _DECIMAL.fullmatch(text):
+        return float(text)
+    return text
 
-    def to_python(self, value: Any) -> int | None:
-        text = str(value if value is not None else "").strip()
-        if text == "":
+
+class DestinationValuesForm(forms.Form):
+    """Text inputs only: every rule (and its message) is executions/destinations.py's; the
+    view hands ``values()`` to the service and shows the errors it raises per field."""
+
+    numbers: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, Any]:
+        """The submitted fields as JSON values; an empty field is None."""
+        return {name: as_value(self.data.get(name, "")) if name in self.numbers
+                else (str(self.data.get(name, "")).strip() or None) for name in self.fields}
+
+
+def _text(label: str) -> forms.CharField:
+    return forms.CharField(required=False, strip=True, label=label)
+
+
+class LimitForm(DestinationValuesForm):
+    concurrency_limit = _text("Concurrency limit")
+    numbers = ("concurrency_limit",)
+
+
+CREDENTIAL_INPUTS = ("credentials_kind", "credentials_token", "credentials_username", "credentials_password",
+                     "credentials_header", "credentials_value")
+
+
+class DestinationForm(DestinationValuesForm):
+    name = _text("Name")
+    base_url = _text("Base URL")
+    timeout_seconds = _text("Timeout (s)")
+    concurrency_limit = _text("Concurrency limit")
+    rate_per_second = _text("Rate (requests/s)")
+    max_response_bytes = _text("Response cap (bytes)")
+    # Where the service's "credentials" errors are shown; the inputs are the credentials_* below.
+    credentials = _text("Credentials")
+    credentials_kind = _text("Credentials")
+    credentials_token = _text("Bearer token")
+    credentials_username = _text("User name")
+    credentials_password = _text("Password")
+    credentials_header = _text("Header name")
+    credentials_value = _text("Header value")
+    numbers = ("timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes")
+
+    def values(self) -> dict[str, Any]:
+        """As submitted; an empty optional field is left out (its default applies), an empty
+        name or URL stays in so that the service reports it as required. The credentials
+        inputs become the API's ``credentials`` object, and the service checks it."""
+        values = {name: value for name, value in super().values().items()
+                  if name not in (*CREDENTIAL_INPUTS, "credentials") and (value is not None
+                                                                           or name in ("name", "base_url"))}
+        credentials = self._credentials()
+        if credentials is not None:
+            values["credentials"] = credentials
+        return values
+
+    def _credentials(self) -> Any:
+        # Secrets are taken as typed (not stripped): a space may be part of a password.
+        text = {name: str(self.data.get(name, "")) for name in CREDENTIAL_INPUTS}
+        kind = text["credentials_kind"].strip()
+        if kind == "":
             return None
-        if len(text) > 20 or not text.isascii() or not text.isdigit():
-            raise forms.ValidationError(self.error_messages["invalid_limit"], code="invalid_limit")
-        number = int(text)
-        if number > MAX_LIMIT:
-            raise forms.ValidationError(self.error_messages["too_large"], code="too_large")
-        return number
+        if kind == "bearer":
+            return {"bearer": text["credentials_token"]}
+        if kind == "basic":
+            return {"basic": {"username": text["credentials_username"], "password": text["credentials_password"]}}
+        if kind == "headers":
+            return {"headers": {text["credentials_header"].strip(): text["credentials_value"]}}
+        return {kind: None}  # refused by the service, naming the accepted kinds
 
 
-class LimitForm(forms.Form):
-    concurrency_limit = LimitField()
-
-
-class DestinationForm(forms.Form):
-    name = forms.CharField(max_length=100, strip=True)
-    base_url = forms.CharField(max_length=500, strip=True, label="Base URL")
-    timeout_seconds = forms.FloatField(initial=10.0, label="Timeout (s)",
-                                       error_messages={"invalid": "Enter a number of seconds, e.g. 10."})
-    concurrency_limit = LimitField(label="Concurrency limit")
+def show_errors(form: forms.Form, errors: list[dict[str, str]]) -> None:
+    """Attach a service's per-field errors to the form that submitted the fields."""
+    for item in errors:
+        if item.get("field") in form.fields:
+            form.add_error(item["field"], item["message"])
 
 
 def describe(form: forms.Form) -> str:

@@ -97,11 +97,11 @@ def update_limit(request: UiRequest, destination_id: int) -> HttpResponse:
             principal.require(Role.OPERATOR, "edit limits")
             destination = _destination(request, destination_id)
             detail.update(name=destination.name, old=destination.concurrency_limit)
-            if not form.is_valid():
-                raise Invalid(forms.describe(form), errors=forms.field_errors(form))
-            detail["new"] = form.cleaned_data["concurrency_limit"]
-            destination_services.update_destination(destination, concurrency_limit=detail["new"])
+            form.is_valid()  # text only: the rules are the service's
+            destination_services.update_destination(destination, **form.values())
+            detail["new"] = destination.concurrency_limit
     except Invalid as error:
+        forms.show_errors(form, error.errors)
         # Shown inline in the row being edited, which keeps the operator's input.
         return render(request, "ui/rate_limits/_row.html", _row_context(
             request, _destination(request, destination_id), editing=True, form=form, error=error.message),
@@ -123,14 +123,11 @@ def create(request: UiRequest) -> HttpResponse:
     try:
         with audited(principal, "destination.create", target=f"destination:{detail['name']}", detail=detail):
             principal.require(Role.OPERATOR, "create destinations")
-            if not form.is_valid():
-                raise Invalid(forms.describe(form), errors=forms.field_errors(form))
-            created = destination_services.create_destination(principal.workspace, **form.cleaned_data)
+            form.is_valid()  # text only: the rules are the service's
+            created = destination_services.create_destination(principal.workspace, **form.values())
             detail.update(id=created.pk, base_url=created.base_url, concurrency_limit=created.concurrency_limit)
     except Invalid as error:
-        for item in error.errors:
-            if item["field"] in form.fields and item["field"] not in form.errors:
-                form.add_error(item["field"], item["message"])
+        forms.show_errors(form, error.errors)
         return render(request, "ui/rate_limits/_create.html", {"form": form, "error": error.message}, status=400)
     rows = selectors.destinations.every(principal.workspace)
     return render(request, "ui/rate_limits/_created.html", {

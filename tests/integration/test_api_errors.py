@@ -88,7 +88,8 @@ def test_unknown_paths_and_methods_are_problems(client: Any) -> None:
 
 @pytest.mark.parametrize("path", ["/api/v1/workflows/%00", "/api/v1/versions/%00", "/api/v1/destinations/%00",
                                   "/api/v1/executions/%00", "/api/v1/executions/%00/events",
-                                  "/api/v1/workflows/" + "k" * 200])
+                                  "/api/v1/workflows/" + "k" * 200, "/api/v1/executions/x%0A",
+                                  "/api/v1/executions/x%0A/cancel"])
 def test_identifiers_that_cannot_exist_are_404_without_touching_the_database(client: Any, path: str) -> None:
     problem(client.get(path), 404)
 
@@ -96,10 +97,14 @@ def test_identifiers_that_cannot_exist_are_404_without_touching_the_database(cli
 def test_a_problem_names_every_bad_field(client: Any) -> None:
     body = problem(client.post("/api/v1/destinations", {"name": 1, "base_url": [], "concurrency_limit": "x"},
                                format="json"), 400)
+    # Destination rules and their messages are executions/destinations.py's (the UI shows the same).
+    name = "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    base_url = "must be an http(s) URL of at most 500 characters, without user name, password, query or fragment"
+    limit = "must be a whole number from 0 to 1,000,000, or empty for unlimited"
     assert body == {
         "type": "about:blank", "title": "Bad Request", "status": 400, "code": "invalid",
-        "detail": "3 problems in the request",
-        "errors": [{"field": "name", "message": "must be a string"},
-                   {"field": "base_url", "message": "must be a string"},
-                   {"field": "concurrency_limit", "message": "must be an integer"}],
+        "detail": f"name: {name}; base_url: {base_url}; concurrency_limit: {limit}",
+        "errors": [{"field": "name", "message": name},
+                   {"field": "base_url", "message": base_url},
+                   {"field": "concurrency_limit", "message": limit}],
     }

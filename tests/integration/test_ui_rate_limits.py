@@ -57,12 +57,15 @@ def test_an_operator_edits_a_limit_inline(operator, ledger):
     assert changes[0].detail["name"] == "demo-ledger"
 
 
+LIMIT_RULE = "concurrency_limit: must be a whole number from 0 to 1,000,000, or empty for unlimited"
+
+
 @pytest.mark.parametrize(("value", "message"), [
-    ("-1", "Enter a whole number of concurrent calls (0 or more), or leave it empty for unlimited."),
-    ("2.5", "Enter a whole number of concurrent calls"),
-    ("ten", "Enter a whole number of concurrent calls"),
-    ("٣", "Enter a whole number of concurrent calls"),  # a digit, but not an ASCII one
-    ("99999999999", "A limit is at most 2,147,483,647"),
+    ("-1", LIMIT_RULE),
+    ("2.5", LIMIT_RULE),
+    ("ten", LIMIT_RULE),
+    ("٣", LIMIT_RULE),  # a digit, but not an ASCII one
+    ("99999999999", LIMIT_RULE),
 ])
 def test_a_bad_limit_is_refused_inline_and_audited(operator, ledger, value, message):
     response = operator.post(limit_url(ledger), {"concurrency_limit": value}, **HTMX)
@@ -103,10 +106,11 @@ def test_an_operator_creates_a_destination(operator, workspace):
 
 
 @pytest.mark.parametrize(("fields", "message", "status"), [
-    ({"name": "", "base_url": "https://x.example"}, "name: This field is required.", 400),
+    ({"name": "", "base_url": "https://x.example"}, "name: required", 400),
     ({"name": "bad name!", "base_url": "https://x.example"}, "1-100 letters, digits", 400),
     ({"name": "x", "base_url": "ftp://x.example"}, "must be an http(s) URL", 400),
-    ({"name": "x", "base_url": "https://x.example", "timeout_seconds": "soon"}, "Enter a number of seconds", 400),
+    ({"name": "x", "base_url": "https://x.example", "timeout_seconds": "soon"},
+     "timeout_seconds: must be a number of seconds", 400),
     ({"name": "x", "base_url": "https://x.example", "timeout_seconds": "0"}, "timeout_seconds: must be a number", 400),
     ({"name": "demo-ledger", "base_url": "https://x.example"}, "a destination named 'demo-ledger' already exists",
      409),

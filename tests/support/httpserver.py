@@ -1,11 +1,16 @@
 """A local HTTP server for destination tests: records requests and peak concurrency.
 
 Paths: ``/ok`` echoes the JSON body (200); ``/status/<code>`` answers that code;
-``/slow/<seconds>`` answers 200 after a delay; anything else 404.
+``/slow/<seconds>`` answers 200 after a delay; ``/big/<bytes>`` sends that many bytes
+(``/big/<bytes>/unsized``: without a Content-Length, until the connection closes); ``/trickle/<seconds>`` sends one byte
+every 50 ms for that long; ``/echo-headers/<code>`` answers that code quoting the request's Authorization and X-Api-Key;
+``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a
+gzip-compressed body whatever was asked; anything else 404 (with a long body).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -45,6 +50,8 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 with recorder.lock:
                     recorder.requests.append({"method": self.command, "path": self.path,
                                               "headers": dict(self.headers), "body": body})
+                if self._stream():
+                    return
                 status, payload = self._route(body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -55,16 +62,67 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
             finally:
                 recorder.leave()
 
+        def _stream(self) -> bool:
+            """Answer the paths whose bodies are not one JSON document; False for the others."""
+            parts = self.path.strip("/").split("?")[0].split("/")
+            if parts[0] == "big":
+                size = int(parts[1])
+                self._head(200, "application/octet-stream", None if parts[-1] == "unsized" else size)
+                block = b"x" * 65536
+                try:
+                    for start in range(0, size, len(block)):
+                        self.wfile.write(block[:min(len(block), size - start)])
+                except OSError:
+                    pass  # the client hung up, as it should past its cap
+                return True
+            if parts[0] == "trickle":
+                self._head(200, "text/plain", None)
+                until = time.monotonic() + float(parts[1])
+                try:
+                    while time.monotonic() < until:
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                except OSError:
+                    pass
+                return True
+            if parts[0] == "redirect":
+                self.send_response(302)
+                self.send_header("Location", self.path.split("to=", 1)[1])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
+            if parts[0] == "gzip":
+                data = gzip.compress(b'{"zipped": true}')
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
+            return False
+
+        def _head(self, status: int, content_type: str, length: int | None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            if length is not None:  # else (HTTP/1.0) the body ends when the connection closes
+                self.send_header("Content-Length", str(length))
+            self.end_headers()
+
         def _route(self, body: bytes) -> tuple[int, Any]:
             parts = self.path.strip("/").split("/")
             if parts[0] == "ok":
                 return 200, {"echo": json.loads(body) if body else None, "path": self.path}
+            if parts[0] == "echo-headers" and len(parts) > 1:  # e.g. a server that quotes the request back
+                quoted = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")}
+                return int(parts[1]), {"got": quoted}
             if parts[0] == "status" and len(parts) > 1:
                 return int(parts[1]), {"error": f"status {parts[1]}"}
             if parts[0] == "slow" and len(parts) > 1:
                 time.sleep(float(parts[1]))
                 return 200, {"slept": float(parts[1])}
-            return 404, {"error": "no such path"}
+            return 404, {"error": "no such path", "detail": "x" * 1000}
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 

@@ -39,7 +39,7 @@ class CreateDestination(ApiView):
     def post(self, request: Request) -> Response:
         data = body(s.CreateDestination, request)
         principal = self.principal
-        with acting(principal, "destination.create", Role.OPERATOR, target=data["name"],
+        with acting(principal, "destination.create", Role.OPERATOR, target=str(data.get("name", ""))[:100],
                     what="create destinations"):
             created = destinations.create_destination(principal.workspace, system_actor=principal.system_actor,
                                                       **data)
@@ -55,8 +55,8 @@ class DestinationDetail(ApiView):
 
 class UpdateDestination(ApiView):
     @extend_schema(operation_id="update_destination", tags=TAG, request=s.UpdateDestination,
-                   description="Change a destination's URL, timeout or limits; a new concurrency limit "
-                               "applies at the next claim on every worker.",
+                   description="Change a destination's URL, timeout, limits or response cap; a new "
+                               "concurrency limit applies at the next claim on every worker.",
                    responses={200: s.DestinationSerializer})
     @writes("destination.update", Role.OPERATOR, "edit destinations", target="{name}")
     def patch(self, request: Request, name: str) -> Response:

@@ -1,0 +1,145 @@
+"""A destination's credentials (issue 15, finding 8): checked, sealed at rest, injected at
+call time, and kept out of everything a viewer or a log reads.
+
+The API and UI field is ``credentials``, one of::
+
+    {"bearer": "<token>"}
+    {"basic": {"username": "<name>", "password": "<password>"}}
+    {"headers": {"X-Api-Key": "<value>", ...}}
+
+It is stored as a Fernet token (AES-128-CBC + HMAC-SHA256) under ``SB_CREDENTIALS_KEY``
+(comma-separated Fernet keys: the first seals, all open, so a key can be rotated); reads show
+only ``{"set": true, "kind": "bearer"}``. Without a key, credentials cannot be stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.checks import Error, register
+
+KINDS = ("bearer", "basic", "headers")
+MAX_SECRET = 4096
+MAX_HEADERS = 10
+RULE = ('{"bearer": "<token>"}, {"basic": {"username": "…", "password": "…"}} or '
+        '{"headers": {"<Header-Name>": "<value>"}} (null: none)')
+# Headers the call itself sets, or that would change how the request is framed or routed.
+RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "transfer-encoding", "connection",
+                              "idempotency-key", "accept-encoding", "te", "upgrade", "expect",
+                              "proxy-authorization", "keep-alive", "trailer"})
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")  # an HTTP header name (RFC 9110 token)
+_VISIBLE = re.compile(r"[!-~]+")  # printable ASCII, no spaces
+_HEADER_VALUE = re.compile(r"[!-~](?:[ -~]*[!-~])?")  # printable ASCII, no edge spaces, no CR/LF
+REDACTED = "[redacted]"
+
+
+class CredentialsError(ValueError):
+    pass
+
+
+class NoKeyError(CredentialsError):
+    pass
+
+
+def checked(value: Any) -> dict[str, Any] | None:
+    """``value`` if it is one of the accepted shapes (None clears); raises CredentialsError."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in KINDS:
+        raise CredentialsError(f"must be {RULE}")
+    kind, secret = next(iter(value.items()))
+    if kind == "bearer":
+        _text(secret, "the bearer token", _VISIBLE)
+    elif kind == "basic":
+        if not isinstance(secret, dict) or set(secret) != {"username", "password"}:
+            raise CredentialsError('basic must be {"username": "…", "password": "…"}')
+        _text(secret["username"], "the user name", _HEADER_VALUE)
+        if ":" in secret["username"]:
+            raise CredentialsError("the user name must not contain ':'")
+        _text(secret["password"], "the password", _HEADER_VALUE)
+    else:
+        if not isinstance(secret, dict) or not 1 <= len(secret) <= MAX_HEADERS:
+            raise CredentialsError(f"headers must be an object of 1 to {MAX_HEADERS} header names and values")
+        for name, header_value in secret.items():
+            if not _TOKEN.fullmatch(name):
+                raise CredentialsError(f"{name!r} is not a header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise CredentialsError(f"the {name} header is set by the call itself")
+            _text(header_value, f"the {name} value", _HEADER_VALUE)
+    return {kind: secret}
+
+
+def _text(value: Any, what: str, pattern: re.Pattern[str]) -> None:
+    if not isinstance(value, str) or len(value) > MAX_SECRET or not pattern.fullmatch(value):
+        raise CredentialsError(f"{what} must be 1-{MAX_SECRET} printable ASCII characters")
+
+
+def _fernet() -> MultiFernet:
+    keys = [k.strip() for k in settings.SB.get("CREDENTIALS_KEY", "").split(",") if k.strip()]
+    if not keys:
+        raise NoKeyError("cannot be stored: SB_CREDENTIALS_KEY is not set on this server")
+    try:
+        return MultiFernet([Fernet(key) for key in keys])
+    except ValueError as error:
+        raise NoKeyError("cannot be used: SB_CREDENTIALS_KEY is not a list of Fernet keys") from error
+
+
+@register()
+def credentials_key_is_valid(app_configs: Any, **kwargs: Any) -> list[Error]:
+    """``manage.py check`` refuses an SB_CREDENTIALS_KEY that is set but not Fernet keys."""
+    if not settings.SB.get("CREDENTIALS_KEY", "").strip():
+        return []
+    try:
+        _fernet()
+    except NoKeyError as error:
+        return [Error(str(error), hint="Make one with: python -c 'from cryptography.fernet import Fernet; "
+                                       "print(Fernet.generate_key().decode())'", id="schemabridge.E021")]
+    return []
+
+
+def seal(credentials: dict[str, Any]) -> str:
+    return _fernet().encrypt(json.dumps(credentials).encode()).decode()
+
+
+def unseal(sealed: str) -> dict[str, Any]:
+    """The credentials sealed in ``sealed``; raises CredentialsError if no key opens them."""
+    try:
+        return dict(json.loads(_fernet().decrypt(sealed.encode())))
+    except InvalidToken as error:
+        raise CredentialsError("the stored credentials cannot be opened with SB_CREDENTIALS_KEY") from error
+
+
+def kind_of(credentials: dict[str, Any]) -> str:
+    return next(iter(credentials))
+
+
+def headers(credentials: dict[str, Any]) -> dict[str, str]:
+    """The request headers that carry ``credentials``."""
+    kind, secret = next(iter(credentials.items()))
+    if kind == "bearer":
+        return {"Authorization": f"Bearer {secret}"}
+    if kind == "basic":
+        pair = f"{secret['username']}:{secret['password']}".encode()
+        return {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
+    return dict(secret)
+
+
+def secrets(credentials: dict[str, Any]) -> list[str]:
+    """Every string that must not appear in an error, event or log: each secret value and
+    each header value made from them (longest first, so redaction replaces whole values)."""
+    kind, secret = next(iter(credentials.items()))
+    values = [secret] if kind == "bearer" else [secret["password"]] if kind == "basic" else list(secret.values())
+    values += [value.split(" ", 1)[-1] for value in headers(credentials).values()]
+    return sorted({v for v in values if v}, key=len, reverse=True)
+
+
+def redact(text: str, hidden: list[str]) -> str:
+    for value in hidden:
+        text = text.replace(value, REDACTED)
+    return text
