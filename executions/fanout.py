@@ -6,8 +6,9 @@ pins the target version, reserves the quota for all of them (S6: refusal creates
 and records the plan as a FanOut row. Then it walks the list in batches: each batch is one
 ``INSERT … ON CONFLICT DO NOTHING`` of children on their per-item key (parent, vertex,
 index), their input payloads and first steps, committed together with the cursor (S2, S3).
-The list itself is never loaded into the worker: PostgreSQL indexes into the stored JSON
-array, so a worker's memory is bounded by the batch. A redelivered spawner resumes at the
+The list itself is never loaded into the worker: at plan time PostgreSQL explodes the
+stored JSON array once into one row per item (FanOutItem), and each batch reads and drops
+its own rows by key — O(batch), whatever N — so a worker's memory is bounded by the batch. A redelivered spawner resumes at the
 committed cursor; children that exist already — failed ones included — are left alone.
 
 Merging. The FanOut row's counts move with every child's terminal transition (state.py).
@@ -74,19 +75,34 @@ CREATE_FANOUT = """
             %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, now())
 """
 
-# One batch of the stored list, item by item, as JSON text (the default itemInput: the item).
-BATCH_ITEMS = """
-    WITH arr AS MATERIALIZED (
-        SELECT p.data #> %(path)s AS items FROM executions_payload p
-        WHERE p.execution_id = %(parent)s AND p.name = %(source)s
-    )
-    SELECT g.i, (arr.items -> g.i)::text FROM arr, generate_series(%(lo)s, %(hi)s - 1) AS g(i)
+# The list exploded once, at plan time, into one row per item (models.FanOutItem): PostgreSQL
+# reads the stored list a single time here, never again per batch (issue 14 §7).
+EXPLODE = """
+    INSERT INTO executions_fanoutitem (step_id, item_index, item)
+    SELECT %(step)s, (e.ord - 1)::int, e.value
+    FROM executions_payload p, jsonb_array_elements(p.data #> %(path)s) WITH ORDINALITY AS e(value, ord)
+    WHERE p.execution_id = %(parent)s AND p.name = %(source)s AND e.ord > %(cursor)s
+    ON CONFLICT DO NOTHING
 """
 
-# One batch of the stored list, item by item, decoded (for an itemInput template).
+# Whether the item at the cursor is exploded (a fan-out planned before the item rows existed
+# is exploded when its spawner next runs).
+HAS_ITEM = "SELECT EXISTS (SELECT 1 FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index = %(cursor)s)"
+
+# One batch, by key: as JSON text (the default itemInput: the item), or decoded (a template).
+BATCH_ITEMS = """
+    SELECT item_index, item::text FROM executions_fanoutitem
+    WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s ORDER BY item_index
+"""
 BATCH_VALUES = """
-    SELECT g.i, (p.data #> %(path)s) -> g.i FROM executions_payload p, generate_series(%(lo)s, %(hi)s - 1) g(i)
-    WHERE p.execution_id = %(parent)s AND p.name = %(source)s
+    SELECT item_index, item FROM executions_fanoutitem
+    WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s ORDER BY item_index
+"""
+
+# Items spawned leave the store in the transaction that advances the cursor past them; a
+# failFast stop drops the rest.
+DROP_ITEMS = """
+    DELETE FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s
 """
 
 ADVANCE = """
@@ -130,6 +146,10 @@ def spawn(step: StepRun) -> Outcome:
             return deferral
         with step.transaction() as tx:
             fan = _plan(tx.cursor, step, vertex)
+            _explode(tx.cursor, step, vertex, fan)
+    elif fan["cursor"] < fan["total"]:
+        with step.transaction() as tx:
+            _explode(tx.cursor, step, vertex, fan)
     target = versions.get(fan["target_version_id"])
     start = target.workflow.vertices[target.workflow.start]
     walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
@@ -142,8 +162,11 @@ def spawn(step: StepRun) -> Outcome:
         with step.transaction() as tx:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
             if fan["fail_fast"] and fan["exceeded"]:
-                break  # S18: the merge has failed already; children not yet created never will be
+                # S18: the merge has failed already; children not yet created never will be
+                tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": fan["total"]})
+                break
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
+            tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": hi})
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
         created += inserted
         cursor_at = hi
@@ -152,6 +175,18 @@ def spawn(step: StepRun) -> Outcome:
                           "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"})
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
+
+
+def _explode(cursor: Any, step: StepRun, vertex: ast.Spawner, fan: dict[str, Any]) -> None:
+    """Store the items from the cursor on as rows, unless they are stored already."""
+    if fan["cursor"] >= fan["total"]:
+        return
+    row = _fetch_one(cursor, HAS_ITEM, {"step": step.step_id, "cursor": fan["cursor"]})
+    if row and row[0]:
+        return
+    source, path = items_source(vertex.items)
+    cursor.execute(EXPLODE, {"step": step.step_id, "path": path, "parent": step.execution.id, "source": source,
+                             "cursor": fan["cursor"]})
 
 
 def _pressure_deferral() -> Outcome | None:
@@ -247,13 +282,12 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     """Create the children of items [lo, hi) that have none yet: the executions on their
     per-item key (S2), then the inputs and first steps of the ones just created. An item
     whose input cannot be rendered becomes a FAILED child with the reason (S17)."""
-    source, path = items_source(vertex.items)
     bad: dict[int, str] = {}
     if vertex.item_input == "$.item":
-        cursor.execute(BATCH_ITEMS, {"path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi})
+        cursor.execute(BATCH_ITEMS, {"step": step.step_id, "lo": lo, "hi": hi})
         inputs: dict[int, str] = dict(cursor.fetchall())
     else:
-        inputs, bad = _render_batch(cursor, step, vertex, source, path, lo, hi)
+        inputs, bad = _render_batch(cursor, step, vertex, lo, hi)
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
@@ -277,12 +311,11 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
 _parsed = functools.lru_cache(maxsize=1024)(parse_path)
 
 
-def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
-                  lo: int, hi: int) -> tuple[dict[int, str], dict[int, str]]:
+def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int, hi: int) -> tuple[dict[int, str], dict[int, str]]:
     """Each item's child input (JSON text), rendered from the itemInput template, and the
     items that could not be rendered, with the reason. A context value (outside the item)
     that is missing is the spawner's error, not an item's: it raises NonRetryable."""
-    cursor.execute(BATCH_VALUES, {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source})
+    cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo, "hi": hi})
     batch = [(index, payloads.decode(item)) for index, item in cursor.fetchall()]
     resolved: dict[str, Any] = {}
 

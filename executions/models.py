@@ -280,6 +280,23 @@ class FanOut(models.Model):
         return f"fan-out {self.spawner_vertex} of {self.execution_id}"
 
 
+class FanOutItem(models.Model):
+    """A SPAWNER's list, exploded once at plan time into one row per item (issue 14 §7), so
+    each spawn batch reads its items by key in O(batch) instead of re-reading the whole
+    stored list. A batch deletes its rows in the transaction that advances the cursor, so
+    the table holds only the items not yet spawned; the rest go with the step (the foreign
+    key cascades in the database, migration 0010)."""
+
+    pk = models.CompositePrimaryKey("step_id", "item_index")
+    # The constraint is the migration's own (ON DELETE CASCADE, which Django cannot declare).
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
+    item_index = models.IntegerField()
+    item = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"item {self.item_index} of step {self.step_id}"
+
+
 class QuotaUsage(models.Model):
     """Executions started per workspace per UTC day (S6). Reserved with one guarded UPDATE."""
 

@@ -22,6 +22,7 @@ OWNERS: dict[str, set[str]] = {
     "executions_event": {"executions/state.py"},  # appended with each transition, and notes
     "executions_fanout": {"executions/fanout.py",  # plan and spawn cursor
                           "executions/state.py"},  # child counters, moved with each child's transition
+    "executions_fanoutitem": {"executions/fanout.py"},  # a spawner's items: exploded at plan, dropped per batch
     "executions_payload": {"executions/payloads.py"},
     "executions_quotausage": {"executions/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
