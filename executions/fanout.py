@@ -8,8 +8,9 @@ and records the plan as a FanOut row. Then it walks the list in batches: each ba
 index), their input payloads and first steps, committed together with the cursor (S2, S3).
 The list itself is never loaded into the worker: at plan time PostgreSQL explodes the
 stored JSON array once into one row per item (FanOutItem), and each batch reads and drops
-its own rows by key — O(batch), whatever N — so a worker's memory is bounded by the batch. A redelivered spawner resumes at the
-committed cursor; children that exist already — failed ones included — are left alone.
+its own rows by key — O(batch), whatever N — so a worker's memory is bounded by the batch.
+A redelivered spawner resumes at the committed cursor; children that exist already — failed
+ones included — are left alone.
 
 Merging. The FanOut row's counts move with every child's terminal transition (state.py).
 A MERGE locks the row and decides from the counts alone, in O(1) (the rule: merge_rule.py).
@@ -146,7 +147,6 @@ def spawn(step: StepRun) -> Outcome:
             return deferral
         with step.transaction() as tx:
             fan = _plan(tx.cursor, step, vertex)
-            _explode(tx.cursor, step, vertex, fan)
     elif fan["cursor"] < fan["total"]:
         with step.transaction() as tx:
             _explode(tx.cursor, step, vertex, fan)
@@ -208,7 +208,8 @@ def _fanout_row(cursor: Any, step_id: int) -> dict[str, Any] | None:
 
 
 def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
-    """First run: count, resolve, reserve, record. Raises NonRetryable (nothing written)."""
+    """First run: count, resolve, reserve, record (the plan and the items, one row each).
+    Raises NonRetryable (nothing written)."""
     source, path = items_source(vertex.items)
     info = _fetch_one(cursor, ITEMS_INFO, {"path": path, "execution": step.execution.id, "source": source})
     where = "the execution input" if source == payloads.INPUT else f"the output of step '{source}'"
@@ -235,7 +236,9 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "fail_fast": bool(merge and merge.fail_fast),
     }
     cursor.execute(CREATE_FANOUT, params)
-    return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+    fan = cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+    _explode(cursor, step, vertex, fan)
+    return fan
 
 
 def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
@@ -311,7 +314,8 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
 _parsed = functools.lru_cache(maxsize=1024)(parse_path)
 
 
-def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int, hi: int) -> tuple[dict[int, str], dict[int, str]]:
+def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int,
+                  hi: int) -> tuple[dict[int, str], dict[int, str]]:
     """Each item's child input (JSON text), rendered from the itemInput template, and the
     items that could not be rendered, with the reason. A context value (outside the item)
     that is missing is the spawner's error, not an item's: it raises NonRetryable."""

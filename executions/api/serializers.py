@@ -244,8 +244,20 @@ class FanOutSerializer(serializers.Serializer):
 
 class ExecutionDetailSerializer(ExecutionSerializer):
     lineage = AncestorSerializer(many=True, source="detail.lineage", help_text="Ancestors, root first.")
-    input = serializers.JSONField(source="detail.input", allow_null=True)
-    output = serializers.JSONField(source="detail.output", allow_null=True)
+    input = serializers.JSONField(source="detail.input.value", allow_null=True,
+                                  help_text="The input, when at most 64 KB (`input_inlined`); else null: read "
+                                            "`input_preview`, or GET …/input for the whole.")
+    input_size_bytes = serializers.IntegerField(source="detail.input.size_bytes", allow_null=True,
+                                                help_text="Size of the stored input's JSON (null: none stored).")
+    input_inlined = serializers.BooleanField(source="detail.input.inlined")
+    input_preview = serializers.CharField(source="detail.input.preview", allow_null=True,
+                                          help_text="The shape of an input too large to inline (keys, list "
+                                                    "lengths, first elements); null when inlined.")
+    output = serializers.JSONField(source="detail.output.value", allow_null=True,
+                                   help_text="The output, when at most 64 KB (`output_inlined`); else null.")
+    output_size_bytes = serializers.IntegerField(source="detail.output.size_bytes", allow_null=True)
+    output_inlined = serializers.BooleanField(source="detail.output.inlined")
+    output_preview = serializers.CharField(source="detail.output.preview", allow_null=True)
     steps = StepSerializer(many=True, source="detail.steps")
     fanouts = FanOutSerializer(many=True, source="detail.fanouts")
 

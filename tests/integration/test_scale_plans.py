@@ -66,7 +66,7 @@ def scans(node: dict | list) -> list[tuple[str, str | None, str | None]]:
 def test_idle_queries_use_the_partial_indexes_not_the_step_table(finished_steps, name):
     nodes = [s for s in scans(plan(getattr(worker, name))) if s[1] == "executions_step"]
     assert nodes, "the query reads steps"
-    for kind, _, index in nodes:
+    for kind, _, _index in nodes:
         assert kind in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Bitmap Index Scan"), (name, nodes)
     used = {index for _, _, index in nodes if index}
     assert used <= {"step_claim_free", "step_claim_destination", "step_running_lease"}, (name, used)
@@ -78,7 +78,7 @@ def test_idle_queries_still_answer_right(finished_steps):
         assert cursor.fetchone()[0] is True
         cursor.execute(worker.NEXT_DUE)
         assert cursor.fetchone()[0] <= 0  # the READY step is due now
-        cursor.execute("UPDATE executions_step SET status = 'SUCCEEDED' WHERE status = 'READY'")  # noqa: S105
+        cursor.execute("UPDATE executions_step SET status = 'SUCCEEDED' WHERE status = 'READY'")
         cursor.execute(worker.WORK_PENDING)
         assert cursor.fetchone()[0] is False
         cursor.execute(worker.NEXT_DUE)

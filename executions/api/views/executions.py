@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+from django.http import StreamingHttpResponse
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -74,6 +77,40 @@ class ExecutionDetail(ApiView):
         execution = selectors.executions.with_detail(
             selectors.executions.get(self.principal.workspace, id, with_counts=True))
         return Response(s.ExecutionDetailSerializer(execution).data)
+
+
+class _PayloadStream(ApiView):
+    which = ""
+
+    def stream(self, id: uuid.UUID) -> StreamingHttpResponse:
+        execution = selectors.executions.get(self.principal.workspace, id)
+        name = selectors.payloads.store.INPUT if self.which == "input" else execution.output_vertex
+        if not name or not selectors.payloads.exists(execution.pk, name):
+            raise NotFound(f"execution {execution.pk} has no {self.which} stored"
+                           + ("" if self.which == "input" or name else " (it has no output yet)"))
+        return StreamingHttpResponse(selectors.payloads.stream(execution.pk, name), content_type="application/json")
+
+
+class ExecutionInput(_PayloadStream):
+    which = "input"
+
+    @extend_schema(operation_id="get_execution_input", tags=TAG,
+                   description="The whole input as JSON, streamed (large lists element by element).",
+                   responses={(200, "application/json"): OpenApiTypes.ANY,
+                              **problems(s404="No such execution, or its input was purged.")})
+    def get(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        return self.stream(id)
+
+
+class ExecutionOutput(_PayloadStream):
+    which = "output"
+
+    @extend_schema(operation_id="get_execution_output", tags=TAG,
+                   description="The whole output (of the vertex that finished the execution) as JSON, streamed.",
+                   responses={(200, "application/json"): OpenApiTypes.ANY,
+                              **problems(s404="No such execution, or it has no output (yet).")})
+    def get(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        return self.stream(id)
 
 
 class ExecutionChildren(ApiView):
