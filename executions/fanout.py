@@ -384,6 +384,7 @@ def merge(step: StepRun) -> Outcome:
             tx.finish(failed(f"merge failed: {summary}", retryable=False))
         else:
             counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
-            payloads.put_merge_output(cursor, step.execution.id, vertex.id, spawner=vertex.spawner, counts=counts)
+            payloads.put_merge_output(cursor, step.execution.id, vertex.id, spawner=vertex.spawner, counts=counts,
+                                     total=fan["total"])
             tx.finish(succeeded(NO_OUTPUT, output_vertex=vertex.id))
     return committed()

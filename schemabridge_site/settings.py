@@ -275,6 +275,9 @@ SB: dict[str, Any] = {
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
     # Children created per INSERT statement by a spawner (S3).
     "SPAWN_BATCH": env_int("SB_SPAWN_BATCH", 1000),
+    # A MERGE over at most this many children stores every child's output in its own output
+    # (``items``); over more, only the counts: readers page through the children's outputs.
+    "MERGE_INLINE_ITEMS": env_int("SB_MERGE_INLINE_ITEMS", 10_000),
     # Drains alive at once across the whole deployment.
     "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 8),
     # A drain hands over to a fresh task after this long (well under the q timeout).

@@ -262,6 +262,21 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     fanouts = FanOutSerializer(many=True, source="detail.fanouts")
 
 
+class MergeItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The item's index in the spawner's list.")
+    status = serializers.CharField(help_text="The child's status.")
+    output = serializers.JSONField(allow_null=True, help_text="The child's output; null unless it SUCCEEDED.")
+
+
+class MergeOutputPage(serializers.Serializer):
+    vertex = serializers.CharField()
+    spawner = serializers.CharField()
+    total = serializers.IntegerField(help_text="Items in the fan-out.")
+    counts = _counts()
+    results = MergeItemSerializer(many=True)
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
+
+
 class EventSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     vertex = serializers.CharField(allow_blank=True)

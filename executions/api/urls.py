@@ -53,6 +53,8 @@ urlpatterns = [
     path("executions/<execid:id>/children/retry-failed", on_path(actions.RetryFailedChildren),
          name="retry-failed-children"),
     path("executions/<execid:id>/steps/<vertex:vertex>/retry", on_path(actions.RetryStep), name="retry-step"),
+    path("executions/<execid:id>/steps/<vertex:vertex>/output", on_path(executions.MergeOutput),
+         name="merge-output"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
     path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),
          name="destinations"),

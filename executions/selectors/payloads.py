@@ -11,7 +11,10 @@ from typing import Any
 from django.db import connection
 
 from executions import payloads as store
-from executions.models import Execution
+from executions import versions
+from executions.models import Execution, FanOut
+from workflows.dsl import ast
+from workflows.errors import NotFound
 
 
 def input_of(execution: Execution) -> Any:
@@ -200,3 +203,51 @@ def _elements(execution_id: Any, name: str, key: str | None) -> Iterator[str]:
             yield piece if first else "," + piece
             first = False
     yield "]"
+
+
+# --- a MERGE's items, in pages ----------------------------------------------------------------------
+
+# One page of a spawner's children in item order with their outputs (null unless SUCCEEDED),
+# over the unique child key (parent, spawn_vertex, item_index).
+MERGE_PAGE = """
+    SELECT c.item_index, c.status, p.data
+    FROM executions_execution c
+    LEFT JOIN executions_payload p ON p.execution_id = c.id AND p.name = c.output_vertex AND c.status = 'SUCCEEDED'
+    WHERE c.parent_id = %(parent)s AND c.spawn_vertex = %(spawner)s AND c.item_index IS NOT NULL
+      AND c.item_index > %(after)s
+    ORDER BY c.item_index LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class MergeItem:
+    index: int
+    status: str
+    output: Any
+
+
+@dataclass(frozen=True)
+class MergePage:
+    vertex: str
+    spawner: str
+    total: int
+    counts: dict[str, int]
+    items: list[MergeItem]
+
+
+def merge_page(execution: Execution, vertex: str, *, after: int, limit: int) -> MergePage:
+    """Up to ``limit`` items of a MERGE's output after item index ``after``: each child's
+    output in item order, read where it is stored (so a 1,000,000-child merge pages in
+    O(page)). Raises NotFound when ``vertex`` is not a MERGE of the execution's workflow."""
+    merge = versions.get(execution.version_id).workflow.vertices.get(vertex)
+    if merge is None:
+        raise NotFound(f"no vertex '{vertex}' in this execution's workflow")
+    if not isinstance(merge, ast.Merge):
+        raise NotFound(f"vertex '{vertex}' is not a MERGE; only a MERGE's output is read in pages")
+    fan = FanOut.objects.filter(execution=execution, spawner_vertex=merge.spawner).first()
+    with connection.cursor() as cursor:
+        cursor.execute(MERGE_PAGE, {"parent": execution.pk, "spawner": merge.spawner, "after": after,
+                                    "limit": limit})
+        items = [MergeItem(index, status, store.decode(data)) for index, status, data in cursor.fetchall()]
+    counts = {"SUCCEEDED": fan.succeeded, "FAILED": fan.failed, "CANCELLED": fan.cancelled} if fan else {}
+    return MergePage(vertex, merge.spawner, fan.total if fan else 0, counts, items)

@@ -113,6 +113,27 @@ class ExecutionOutput(_PayloadStream):
         return self.stream(id)
 
 
+class MergeOutput(ApiView):
+    @extend_schema(operation_id="get_merge_output", tags=TAG, parameters=[s.PageQuery],
+                   description="A MERGE's output in pages: each child's output in item order (null unless "
+                               "it succeeded), with the counts. Works for any fan-out size; a MERGE over more "
+                               "than SB_MERGE_INLINE_ITEMS children stores only its counts, and this is where "
+                               "its items are read.",
+                   responses={200: s.MergeOutputPage,
+                              **problems(s404="No such execution, or the vertex is not a MERGE of its workflow.")})
+    def get(self, request: Request, id: uuid.UUID, vertex: str) -> Response:
+        params = query(s.PageQuery, request)
+        after = pagination.decode_cursor(params.get("cursor"), pagination.int32)
+        execution = selectors.executions.get(self.principal.workspace, id)
+        found = selectors.payloads.merge_page(execution, vertex, after=after[0] if after else -1,
+                                              limit=params["limit"] + 1)
+        response = pagination.page(request, found.items, params["limit"], lambda item: [item.index],
+                                   lambda rows: s.MergeItemSerializer(rows, many=True).data)
+        response.data = {"vertex": found.vertex, "spawner": found.spawner, "total": found.total,
+                         "counts": found.counts, **response.data}
+        return response
+
+
 class ExecutionChildren(ApiView):
     @extend_schema(operation_id="list_children", tags=TAG, parameters=[s.ChildrenQuery],
                    description="A fan-out's children in item order.",
