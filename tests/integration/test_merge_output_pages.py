@@ -74,3 +74,16 @@ def test_paging_a_vertex_that_is_not_a_merge_is_a_precise_404(workspace):
     assert "MERGE" in body["detail"]
     body = problem(api(workspace, "viewer").get(f"/api/v1/executions/{parent.pk}/steps/nope/output"), 404)
     assert "nope" in body["detail"]
+
+
+def test_the_execution_page_outlines_a_large_merge_output(workspace, settings):
+    from django.urls import reverse
+
+    from tests.support.clients import client_for
+
+    settings.SB = {**settings.SB, "MERGE_INLINE_ITEMS": 10}
+    parent = run(workspace, 12)
+    page = client_for(workspace, "viewer").get(reverse("ui:execution-detail", args=[parent.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "itemsPaged" in html and "&quot;SUCCEEDED&quot;: 12" in html
