@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, OrderBy, Q
 from django.db.models.functions import Now
 
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
@@ -89,6 +89,11 @@ class Execution(models.Model):
             models.Index(fields=["workspace", "status", "-created_at"], name="execution_ws_status"),
             models.Index(fields=["workflow", "-created_at"], name="execution_workflow"),
             models.Index(fields=["parent", "status"], name="execution_parent_status"),
+            # A fan-out's children slowest first (the operator UI's duration sort, issue 14 §7):
+            # a page is an index range at 1,000,000 children, not a sort of all of them.
+            models.Index(F("parent"), F("spawn_vertex"),
+                         OrderBy(F("finished_at") - F("started_at"), descending=True, nulls_last=True),
+                         F("item_index"), name="execution_child_duration", condition=Q(item_index__isnull=False)),
             models.Index(fields=["root"], name="execution_root"),
             models.Index(fields=["version"], name="execution_version"),
             models.Index(fields=["chained_from"], name="execution_chained_from",

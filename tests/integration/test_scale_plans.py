@@ -117,3 +117,35 @@ def test_spawn_batches_do_not_reread_the_stored_list(workspace, settings, item_i
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM executions_fanoutitem")
         assert cursor.fetchone()[0] == 0, "spawned items leave the per-item store"
+
+
+# --- the operator UI's duration sort reads an index, not every child ---------------------------
+
+CHILDREN = """
+    INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, status, attempt, error, depth,
+        request_hash, created_by, parent_id, root_id, spawn_vertex, item_index, created_at, started_at, finished_at)
+    SELECT gen_random_uuid(), %(workspace)s, %(definition)s, %(version)s, 'SUCCEEDED', 1, '', 1, '', '',
+           %(parent)s, %(parent)s, 'fan', i, now(), now() - interval '1 hour',
+           now() - interval '1 hour' + (i %% 997) * interval '1 millisecond'
+    FROM generate_series(0, %(n)s - 1) AS i
+"""
+
+
+@pytest.mark.parametrize("status", ["", "SUCCEEDED"])
+def test_children_by_duration_is_an_index_range_not_a_sort_of_every_child(workspace, status):
+    from executions.selectors import children
+
+    version = helpers.publish(workspace, "one", {
+        "start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.echo", "input": "$.input"}}})
+    parent = helpers.start(workspace, "one", {})
+    with connection.cursor() as cursor:
+        cursor.execute(CHILDREN, {"workspace": workspace.id, "definition": version.definition_id,
+                                  "version": version.id, "parent": parent.pk, "n": FINISHED})
+        cursor.execute("ANALYZE executions_execution")
+    ranked = children.by_duration(parent.pk, "fan", status)[950:1000]
+    found = json.loads(ranked.explain(format="json"))
+    nodes = [s for s in scans(found) if s[1] == "executions_execution"]
+    assert nodes == [("Index Scan", "executions_execution", "execution_child_duration")], nodes
+    assert "Sort" not in json.dumps(found), "no sort of every child"
+    slowest = list(ranked)
+    assert len(slowest) == 50
