@@ -3,6 +3,7 @@ by index or by duration (the UI). Every page costs about the same, however deep.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db.models import BooleanField, F, QuerySet
@@ -70,7 +71,7 @@ def of_spawner(parent: Execution, spawner: str, *, status: str, sort: str, page:
     return list(reversed(rows.order_by("-item_index")[matching - end: matching - offset]))
 
 
-def by_duration(parent: Any, spawner: str, status: str = "") -> QuerySet[Execution]:
+def by_duration(parent: Any, spawner: str, status: str = "") -> QuerySet[Execution, uuid.UUID]:
     """A spawner's children's ids, slowest first, in the order of the ``execution_child_duration``
     index (models.Execution), so a page is an index range, not a sort of every child."""
     ranked = Execution.objects.filter(parent=parent, spawn_vertex=spawner, item_index__isnull=False)
