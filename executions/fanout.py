@@ -19,6 +19,7 @@ A MERGE locks the row and decides from the counts alone, in O(1) (the rule: merg
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, cast
 
 from django.conf import settings
@@ -152,12 +153,23 @@ def spawn(step: StepRun) -> Outcome:
             _explode(tx.cursor, step, vertex, fan)
     target = versions.get(fan["target_version_id"])
     start = target.workflow.vertices[target.workflow.start]
-    walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
+    cursor_at = slice_from = fan["cursor"]
+    walked_from, created = cursor_at, 0
+    handed = step.state.get(SLICE)
+    if isinstance(handed, dict) and handed.get("attempt") == step.attempt:
+        # A slice of the same run (a hand-over, below): its output counts the whole run.
+        walked_from, created = int(handed["from"]), int(handed["created"])
     batch_size = int(settings.SB["SPAWN_BATCH"])
+    handover_at = time.monotonic() + float(settings.SB["SPAWN_SLICE_SECONDS"])
     while cursor_at < fan["total"]:
         deferral = _pressure_deferral()
         if deferral:
             return deferral
+        if cursor_at > slice_from and time.monotonic() >= handover_at:
+            # A spawn longer than a drain task may run: hand the step back (READY, due now,
+            # no attempt used) so a drain can end; it resumes at the committed cursor.
+            return wait(seconds=0, reason=f"spawning: handed over at {cursor_at:,} of {fan['total']:,} items",
+                        state={SLICE: {"attempt": step.attempt, "from": walked_from, "created": created}})
         hi = min(cursor_at + batch_size, fan["total"])
         with step.transaction() as tx:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
@@ -175,6 +187,9 @@ def spawn(step: StepRun) -> Outcome:
                           "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"})
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
+
+
+SLICE = "spawn_slice"  # step state: where this run began and what it created, across hand-overs
 
 
 def _explode(cursor: Any, step: StepRun, vertex: ast.Spawner, fan: dict[str, Any]) -> None:

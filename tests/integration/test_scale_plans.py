@@ -149,3 +149,27 @@ def test_children_by_duration_is_an_index_range_not_a_sort_of_every_child(worksp
     assert "Sort" not in json.dumps(found), "no sort of every child"
     slowest = list(ranked)
     assert len(slowest) == 50
+
+
+def test_a_long_spawn_hands_over_in_slices_without_using_attempts(workspace, settings):
+    """A 1,000,000-item spawn outlives a drain task (SB_Q_TIMEOUT): the spawner hands its step
+    back (READY, due now, no attempt used) after SPAWN_SLICE_SECONDS and resumes at the
+    committed cursor, instead of being killed mid-spawn and waiting out its lease."""
+    settings.SB = {**settings.SB, "SPAWN_BATCH": 3, "SPAWN_SLICE_SECONDS": 0}
+    helpers.publish(workspace, "child", {"start": "t", "vertices": {
+        "t": {"type": "TASK", "handler": "demo.echo", "input": "$.input"}}})
+    helpers.publish(workspace, "parent", helpers.fanout_doc("child"))
+    parent = helpers.start(workspace, "parent", {"items": list(range(20))})
+    helpers.run_engine()
+    parent = helpers.refresh(parent)
+    assert parent.status == "SUCCEEDED", (helpers.step(parent, "fan").__dict__, parent.children.count())
+    assert sorted(c.item_index for c in parent.children.all()) == list(range(20))
+    spawner = helpers.step(parent, "fan")
+    assert spawner.attempt == 1, "handing over uses no attempt"
+    slices = parent.events.filter(vertex="fan", message__contains="handed over").count()
+    assert slices == 6, "one slice per batch after the first (7 batches of 3)"
+    from executions import payloads
+
+    with connection.cursor() as cursor:
+        output = payloads.load(cursor, [(parent.pk, "fan")])[(parent.pk, "fan")]
+    assert output == {"children": 20, "created": 20, "relinked": 0}, "the output counts the whole run"
