@@ -21,6 +21,7 @@ from executions.models import ExecutionStatus, StepStatus
 from executions.outcomes import NO_OUTPUT, Outcome, failed
 from executions.runs import ExecutionInfo, LeaseLost, StepRun
 from executions.versions import LoadedVersion, load_versions
+from workflows import sudo
 from workflows.dsl import ast
 from workflows.dsl.paths import PathNotFound
 
@@ -89,11 +90,15 @@ def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
 def execute(run: StepRun) -> Outcome:
     """Run one step's vertex; never raises (an exception becomes a failed outcome)."""
     try:
+        if run.destination is not None:  # S15: a reserved workflow calls reserved destinations only
+            sudo.check_reserved_dependency(run.version.key, destination=run.destination["name"])
         outcome = vertices.run(run)
         prepare_output(run, outcome)
         return outcome
     except LeaseLost:
         raise
+    except sudo.ReservedKeyDenied as error:
+        return failed(error.message, retryable=False)
     except NonRetryable as error:
         return failed(str(error) or type(error).__name__, retryable=False)
     except PathNotFound as error:

@@ -46,7 +46,6 @@ TARGET_BY_KEY = """
     WHERE d.workspace_id = %(workspace)s AND d.key = %(key)s
 """
 
-DEFINITION_KEY = "SELECT d.key FROM workflows_workflowdefinition d WHERE d.id = %(definition)s"
 
 TARGET_BY_HASH = """
     SELECT v.id, d.key FROM workflows_workflowversion v JOIN workflows_workflowdefinition d ON d.id = v.definition_id
@@ -215,24 +214,24 @@ def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
             keys = ", ".join(sorted(f"'{row[1]}'" for row in rows))
             raise NonRetryable(f"version {vertex.version[:12]} belongs to several workflows ({keys}); "
                                "name the workflow too")
-        _may_spawn(cursor, step, rows[0][1])
+        _may_spawn(cursor, step, rows[0][1], pinned=True)
         return int(rows[0][0])
     row = _fetch_one(cursor, TARGET_BY_KEY, {"workspace": workspace, "key": vertex.workflow})
     if row is None:
         raise NonRetryable(f"no workflow '{vertex.workflow}' in this workspace")
     if row[0] is None:
         raise NonRetryable(f"workflow '{vertex.workflow}' has no published version")
-    _may_spawn(cursor, step, str(vertex.workflow))
+    _may_spawn(cursor, step, str(vertex.workflow), pinned=False)
     return int(row[0])
 
 
-def _may_spawn(cursor: Any, step: StepRun, target: str) -> None:
-    """S15: only a reserved (system) workflow may spawn children of a reserved workflow."""
-    if not sudo.is_reserved(target):
-        return
-    row = _fetch_one(cursor, DEFINITION_KEY, {"definition": step.version.definition_id})
+def _may_spawn(cursor: Any, step: StepRun, target: str, *, pinned: bool) -> None:
+    """S15: only a reserved (system) workflow may spawn children of a reserved workflow, and a
+    reserved workflow spawns only reserved workflows or versions pinned by hash."""
     try:
-        sudo.require_engine_start(target, row[0] if row else None, "a SPAWNER")
+        sudo.check_reserved_dependency(step.version.key, target=target, pinned=pinned)
+        if sudo.is_reserved(target):
+            sudo.require_engine_start(target, step.version.key, "a SPAWNER")
     except sudo.ReservedKeyDenied as error:
         raise NonRetryable(error.message) from error
 

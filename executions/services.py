@@ -113,14 +113,19 @@ def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None
 
 def _guard_start(cursor: Any, key: str, system_actor: sudo.VerifiedActor | None,
                  chained_from: uuid.UUID | None) -> None:
-    if not sudo.is_reserved(key):
-        return
+    """S15 for a start: a reserved workflow needs a system actor — or, for a CHAIN, a reserved
+    starter — and a reserved starter may chain only to reserved workflows."""
     if system_actor is None and chained_from is not None:
         cursor.execute(STARTER_KEY, {"execution": chained_from})
         row = cursor.fetchone()
-        sudo.require_engine_start(key, row[0] if row else None, "a CHAIN")
+        starter = row[0] if row else None
+        if starter is not None:
+            sudo.check_reserved_dependency(starter, target=key)
+        if sudo.is_reserved(key):
+            sudo.require_engine_start(key, starter, "a CHAIN")
         return
-    sudo.require(key, system_actor, "starting")
+    if sudo.is_reserved(key):
+        sudo.require(key, system_actor, "starting")
 
 
 def _guard(execution: Execution, system_actor: sudo.VerifiedActor | None, doing: str) -> None:
