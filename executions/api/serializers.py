@@ -266,6 +266,10 @@ class CancelResultSerializer(serializers.Serializer):
     cancelled = serializers.IntegerField(help_text="Executions cancelled: this one and its open descendants.")
 
 
+class CancelledChildrenSerializer(serializers.Serializer):
+    cancelled = serializers.IntegerField(help_text="Unfinished descendants cancelled (0: none was open).")
+
+
 class RetryResultSerializer(serializers.Serializer):
     execution = ExecutionSerializer()
     step = StepSerializer(help_text="The step that will run again.")

@@ -50,6 +50,8 @@ urlpatterns = [
     path("executions/<execid:id>/retry", on_path(actions.RetryExecution), name="retry"),
     path("executions/<execid:id>/children/retry-failed", on_path(actions.RetryFailedChildren),
          name="retry-failed-children"),
+    path("executions/<execid:id>/children/cancel-open", on_path(actions.CancelOpenChildren),
+         name="cancel-open-children"),
     path("executions/<execid:id>/steps/<vertex:vertex>/retry", on_path(actions.RetryStep), name="retry-step"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
     path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),

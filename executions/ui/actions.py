@@ -75,3 +75,17 @@ def cancel_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpRespons
         detail["cancelled"] = cancelled = services.cancel_execution(execution, actor=principal.label)
     return done(request, f"Cancelled {cancelled:,} execution{'s' if cancelled != 1 else ''}.",
                 back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def cancel_open_children(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    principal = request.principal
+    detail: dict[str, object] = {}
+    with audited(principal, "execution.cancel-open-children", target=str(execution_id), detail=detail):
+        principal.require(Role.OPERATOR, "cancel executions")
+        execution = services.get_execution(principal.workspace, execution_id)
+        detail["cancelled"] = cancelled = services.cancel_open_children(execution, actor=principal.label)
+    message = (f"Cancelled {cancelled:,} unfinished child execution{'s' if cancelled != 1 else ''}."
+               if cancelled else "No unfinished children to cancel.")
+    return done(request, message, back=_back(execution_id))

@@ -148,6 +148,7 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "counts": [(css, status, present.count(counts[status])) for css, status in SEGMENTS],
         "percent": f"{view.percent:.1f}",
         "total": present.count(view.total), "failed": present.count(view.failed),
+        "open": counts["PENDING"] + counts["RUNNING"],
         "created": present.count(view.created),
         "verdict": verdict(view),
         "outcome": outcome(view),

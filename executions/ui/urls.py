@@ -23,6 +23,7 @@ urlpatterns = [
     # Actions (POST only).
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
+    path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
     path(f"{execution}/fanouts/<str:spawner>/retry-failed", actions.retry_failed_children,
          name="retry-failed-children"),

@@ -1,5 +1,6 @@
-"""Operator actions on executions (S9): retry a failed execution or step, retry every
-failed child of a fan-out, cancel. Each needs the operator role and is audited."""
+"""Operator actions on executions (S9, S18): retry a failed execution or step, retry every
+failed child of a fan-out, cancel, cancel the open children. Each needs the operator role
+and is audited."""
 
 from __future__ import annotations
 
@@ -87,3 +88,19 @@ class CancelExecution(ApiView):
                                                   actor=principal.label, system_actor=principal.system_actor)
         execution = selectors.executions.get(principal.workspace, id, with_counts=True)
         return Response(s.CancelResultSerializer({"execution": execution, "cancelled": cancelled}).data)
+
+
+class CancelOpenChildren(ApiView):
+    @extend_schema(operation_id="cancel_open_children", tags=TAG, request=None,
+                   description="Cancel every unfinished child of the execution, and everything under them, "
+                               "also when the execution itself has finished (S18). `cancelled` is 0 when none "
+                               "was open.",
+                   responses={200: s.CancelledChildrenSerializer})
+    @writes("execution.cancel-open-children", Role.OPERATOR, "cancel executions", target="{id}")
+    def post(self, request: Request, id: uuid.UUID) -> Response:
+        principal = self.principal
+        with acting(principal, "execution.cancel-open-children", Role.OPERATOR, target=str(id),
+                    what="cancel executions"):
+            cancelled = services.cancel_open_children(services.get_execution(principal.workspace, id),
+                                                      actor=principal.label, system_actor=principal.system_actor)
+        return Response(s.CancelledChildrenSerializer({"cancelled": cancelled}).data)
