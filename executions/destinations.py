@@ -35,14 +35,12 @@ MAX_URL = 500  # the column's length
 MAX_TIMEOUT = 3600.0
 MAX_LIMIT = 1_000_000
 MAX_RATE = 1_000_000.0
-DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_RESPONSE_BYTES = outbound.DEFAULT_MAX_BYTES
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 
 REQUIRED = ("name", "base_url")
 EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes",
             "credentials")
-FIELDS = ("name", *EDITABLE)
 
 # What each field must be, as shown to API clients and UI users (and in the API schema).
 RULES = {
