@@ -297,7 +297,8 @@ class Interrupted(BaseException):
     """SIGTERM/SIGHUP during the bench: unwind through ``finally`` (teardown)."""
 
 
-def run(hosts: int, items: int, broker: str, workers: int = WORKERS_PER_HOST, timeout: float = 1800.0) -> dict[str, Any]:
+def run(hosts: int, items: int, broker: str, workers: int = WORKERS_PER_HOST,
+        timeout: float = 1800.0) -> dict[str, Any]:
     """Build the miniature, run the driver in it, tear it down; returns the driver's figures."""
     if hosts < 1 or items < 1 or workers < 1:
         raise ClusterBenchError("--hosts, --items and --workers must be at least 1")
@@ -369,28 +370,49 @@ def drive(hosts: int, items: int, workers: int) -> dict[str, Any]:
     started = time.monotonic()
     execution = services.start_execution(workspace, workflow="bench-fanout", input={"items": list(range(items))},
                                          created_by="bench").execution
+    killed: list[int] = []
+    done_at_kill = None
     if killed_host is not None:
         wait_until(lambda: _half(execution.pk, items), total=items // 2, label="to half", timeout=900)
-        kill_host(named[killed_host])
+        killed = kill_host(named[killed_host])
+        done_at_kill = fanout.counts(execution.pk)[1]
     wait_until(lambda: fanout.counts(execution.pk), total=items, label=f"cluster fanout {items:,}", timeout=1800)
     seconds_total = time.monotonic() - started
     verdict = _verify(execution.pk, items)
     survivors = [name for name in named if name != killed_host]
     per_host = verdict.pop("children_per_host")
+    slots_after = _slots_once_expired(killed_host, expected - workers) if killed_host else None
     ok = (verdict["duplicates"] == 0 and verdict["lost"] == 0 and verdict["merge"] == "SUCCEEDED"
-          and all(per_host.get(name, 0) > 0 for name in survivors))
-    return {"hosts": hosts, "items": items, "workers_per_host": workers, "worker_processes": expected,
-            "seconds_total": round(seconds_total, 3),
+          and all(per_host.get(name, 0) > 0 for name in survivors)
+          and (killed_host is None or (bool(killed) and slots_after == expected - workers)))
+    return {"hosts": hosts, "items": items, "workers_per_host": workers, "seconds_total": round(seconds_total, 3),
             "children_per_host": {name: per_host.get(name, 0) for name in named} | {
                 name: count for name, count in per_host.items() if name not in named},
-            "killed_host": killed_host, **verdict, "ok": ok}
+            "killed_host": killed_host, "killed_processes": len(killed), "children_done_at_kill": done_at_kill,
+            "drain_slots_before_kill": expected, "drain_slots_after_kill": slots_after, **verdict, "ok": ok}
 
 
 def _half(execution_id: Any, items: int) -> tuple[bool, int]:
     from bench import fanout
 
     _, done = fanout.counts(execution_id)
-    return done >= items // 2, done
+    return done >= items // 2, min(done, items // 2)
+
+
+def _slots_once_expired(killed_host: str, expected: int, timeout: float = 30.0) -> int:
+    """The drain slots once the killed host's registrations expired (TTL_SECONDS)."""
+    from django.db import connection
+
+    from executions import registry
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cursor:
+            slots = registry.drain_slots(cursor)
+            gone = all(host != killed_host for host, _ in registry.live_workers(cursor))
+        if (gone and slots == expected) or time.monotonic() > deadline:
+            return slots
+        time.sleep(0.2)
 
 
 def _verify(execution_id: Any, items: int) -> dict[str, Any]:

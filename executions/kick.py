@@ -3,9 +3,10 @@
 * ``NOTIFY sb_work`` inside the transaction that created ready work: PostgreSQL delivers it
   at commit (and folds duplicates within a transaction), waking idle drains at once.
 * After commit, ``request_drain`` enqueues a django-q2 drain task — but only if fewer drains
-  are alive than there are drain slots (one per live worker process, registry.py; drains hold
-  a session advisory lock each, so a killed worker's slot frees itself) and none was enqueued in the last 250 ms (one guarded UPDATE
-  on a single row). A burst of thousands of commits therefore makes a few tasks.
+  are alive than there are drain slots (one per live worker process, registry.py; drains
+  hold a session advisory lock each, so a killed worker's slot frees itself) and none was
+  enqueued in the last 250 ms (one guarded UPDATE on a single row). A burst of thousands of
+  commits therefore makes a few tasks.
 """
 
 from __future__ import annotations

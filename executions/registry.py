@@ -46,7 +46,7 @@ LIVE = "(SELECT count(*) FROM executions_workerprocess WHERE last_seen >= now() 
 # Drain slots as an SQL expression: the live workers, capped by SB_DRAIN_SLOTS (least()
 # ignores a NULL cap), and at least one, so work still drains before any worker registered
 # (a drain run by hand, the tests' synchronous runs).
-SLOTS = f"greatest(1, least(%(slot_cap)s, {LIVE}))"  # noqa: S608 - constant SQL
+SLOTS = f"greatest(1, least(%(slot_cap)s, {LIVE}))"
 
 
 def worker_host() -> str:
@@ -64,7 +64,7 @@ def slot_params() -> dict[str, Any]:
 
 def drain_slots(cursor: Any) -> int:
     """How many drains may be alive at once, deployment-wide (see the module doc)."""
-    cursor.execute(f"SELECT {SLOTS}", slot_params())  # noqa: S608 - constant SQL
+    cursor.execute(f"SELECT {SLOTS}", slot_params())
     return int(cursor.fetchone()[0])
 
 
