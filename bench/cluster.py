@@ -359,10 +359,12 @@ def drive(hosts: int, items: int, workers: int) -> dict[str, Any]:
 
     def registered() -> tuple[bool, int]:
         with connection.cursor() as cursor:
-            live = {host for host, _ in registry.live_workers(cursor)}
-        return len(live & set(named)) == hosts, len(live & set(named))
+            live = [host for host, _ in registry.live_workers(cursor) if host in named]
+        return len(live) >= expected, len(live)
 
-    wait_until(registered, total=hosts, label="hosts registering", timeout=120)
+    wait_until(registered, total=expected, label="worker processes registering", timeout=120)
+    with connection.cursor() as cursor:
+        slots_before = registry.drain_slots(cursor)
     Plan.objects.filter(name="default").update(executions_per_day=1_000_000_000)
     workspace = Workspace.objects.get(slug="default")
     fanout.publish(workspace)
@@ -382,14 +384,15 @@ def drive(hosts: int, items: int, workers: int) -> dict[str, Any]:
     survivors = [name for name in named if name != killed_host]
     per_host = verdict.pop("children_per_host")
     slots_after = _slots_once_expired(killed_host, expected - workers) if killed_host else None
-    ok = (verdict["duplicates"] == 0 and verdict["lost"] == 0 and verdict["merge"] == "SUCCEEDED"
+    ok = (slots_before == expected and verdict["duplicates"] == 0 and verdict["lost"] == 0
+          and verdict["merge"] == "SUCCEEDED"
           and all(per_host.get(name, 0) > 0 for name in survivors)
           and (killed_host is None or (bool(killed) and slots_after == expected - workers)))
     return {"hosts": hosts, "items": items, "workers_per_host": workers, "seconds_total": round(seconds_total, 3),
             "children_per_host": {name: per_host.get(name, 0) for name in named} | {
                 name: count for name, count in per_host.items() if name not in named},
             "killed_host": killed_host, "killed_processes": len(killed), "children_done_at_kill": done_at_kill,
-            "drain_slots_before_kill": expected, "drain_slots_after_kill": slots_after, **verdict, "ok": ok}
+            "drain_slots_before_kill": slots_before, "drain_slots_after_kill": slots_after, **verdict, "ok": ok}
 
 
 def _half(execution_id: Any, items: int) -> tuple[bool, int]:

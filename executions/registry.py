@@ -53,7 +53,8 @@ def worker_host() -> str:
     """This host's name in leases and the registry: ``SB_WORKER_NAME`` if set (several
     workers sharing one host name — containers, the cluster bench's namespaces — stay
     apart), else the host name."""
-    return os.environ.get("SB_WORKER_NAME", "").strip() or socket.gethostname()
+    # At most 80 characters: "host:pid" must fit the step's leased_by (100).
+    return (os.environ.get("SB_WORKER_NAME", "").strip() or socket.gethostname())[:80]
 
 
 def slot_params() -> dict[str, Any]:

@@ -137,3 +137,11 @@ def test_a_kick_enqueues_a_drain_only_while_a_slot_is_free(monkeypatch, held_slo
         register(cursor, "host-c", 3, monkeypatch)
     assert kick.request_drain(force=True) is True
     assert enqueued == ["executions.worker.drain"]
+
+
+def test_a_long_worker_name_still_fits_a_lease(monkeypatch):
+    monkeypatch.setenv("SB_WORKER_NAME", "h" * 300)
+    assert len(leases.worker_label()) <= 100  # executions_step.leased_by
+    with connection.cursor() as cursor:
+        registry.register(cursor, pid=1)
+    assert WorkerProcess.objects.get().host == "h" * 80
