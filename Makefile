@@ -25,11 +25,12 @@ install: $(STAMP) .env
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 # curl runs the README's API walkthrough (docs/examples/api-tour.sh) in the suite.
+# iproute2 (`ip netns`) builds the worker hosts of `bench cluster` (tests/fault/test_cluster_bench.py).
 system-deps:
-	@if [ ! -x /usr/bin/chromium ] || ! command -v curl >/dev/null; then \
-		echo "Installing Debian's chromium and curl for the browser and API-tour tests..."; \
+	@if [ ! -x /usr/bin/chromium ] || ! command -v curl >/dev/null || ! command -v ip >/dev/null; then \
+		echo "Installing Debian's chromium, curl and iproute2 for the browser, API-tour and cluster tests..."; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium curl >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium curl iproute2 >/dev/null; \
 	fi
 
 # The main job: embedded PostgreSQL, migrations, an admin login, demo workflows, the web

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 
-from executions import payloads, state
+from executions import payloads, registry, state
 from executions.models import StepStatus
 
 S = StepStatus
@@ -117,8 +116,9 @@ RENEW = f"""
 DB_NOW = "SELECT now()"
 
 def worker_label() -> str:
-    """This process as ``host:pid`` (computed per call: django-q2 forks worker processes)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as ``host:pid`` (computed per call: django-q2 forks worker processes);
+    the host is ``SB_WORKER_NAME`` when set (registry.worker_host)."""
+    return f"{registry.worker_host()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)

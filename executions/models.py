@@ -304,6 +304,26 @@ class DrainKick(models.Model):
         return f"drain kick (last {self.last_enqueued_at})"
 
 
+class WorkerProcess(models.Model):
+    """A live worker process, registered at spawn and kept alive by a heartbeat (registry.py).
+
+    The number of rows seen within ``SB_WORKER_TTL_SECONDS`` is the number of drain slots;
+    a dead host's rows stop counting when their ``last_seen`` (database time) is older than
+    that, and the tick deletes them."""
+
+    host = models.CharField(max_length=200)  # SB_WORKER_NAME, else the host name
+    pid = models.IntegerField()
+    cluster = models.CharField(max_length=200, blank=True, db_default="")  # "<q cluster name>:<sentinel pid>"
+    started = models.DateTimeField(db_default=Now())
+    last_seen = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "pid"], name="workerprocess_host_pid_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid} (last seen {self.last_seen})"
+
+
 class DestinationCall(models.Model):
     """One outbound call to a destination: the Rate Limits page's error rate and latency."""
 

@@ -30,7 +30,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads, transient
+from executions import engine, kick, leases, payloads, registry, transient
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from workflows.dsl import ast
@@ -453,8 +453,9 @@ RELEASE_SLOT = "SELECT pg_advisory_unlock(%(class)s, %(slot)s)"
 
 
 def _take_slot() -> int | None:
+    """Take a free drain slot (one per live worker process, registry.py), or None."""
     with connection.cursor() as cursor:
-        for slot in range(int(settings.SB["DRAIN_SLOTS"])):
+        for slot in range(registry.drain_slots(cursor)):
             cursor.execute(TRY_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot})
             if cursor.fetchone()[0]:
                 return slot
@@ -542,20 +543,25 @@ def _drain_resiliently() -> int:
 
 
 def tick() -> dict[str, int]:
-    """Scheduled task: reap expired leases, apply payload retention, wake a drain if due."""
+    """Scheduled task: reap expired leases, apply payload retention, delete expired worker
+    registrations, wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
     with transaction.atomic(), connection.cursor() as cursor:
         deleted = payloads.apply_retention(cursor)
+        workers_expired = registry.expire(cursor)
     if work_pending():
         kick.request_drain(force=True)
-    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted}
+    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted,
+            "workers_expired": workers_expired}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:
-    """django-q2 ``post_spawn``: a (re)started worker process asks for a drain."""
+    """django-q2 ``post_spawn``: a (re)started worker process registers itself (a heartbeat
+    thread keeps it registered: the drain slots follow the live workers) and asks for a drain."""
     try:
         close_old_connections()
+        registry.start_heartbeat(cluster=f"{settings.Q_CLUSTER.get('name', '')}:{os.getppid()}")
         kick.request_drain(force=True)
     except Exception:
         log.exception("could not kick a drain at worker start")

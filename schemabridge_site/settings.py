@@ -275,8 +275,13 @@ SB: dict[str, Any] = {
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
     # Children created per INSERT statement by a spawner (S3).
     "SPAWN_BATCH": env_int("SB_SPAWN_BATCH", 1000),
-    # Drains alive at once across the whole deployment.
-    "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 8),
+    # Drains alive at once across the whole deployment: one per live worker process (the
+    # worker registry, executions/registry.py). SB_DRAIN_SLOTS, if set above 0, is a cap.
+    "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 0),
+    # Each worker process refreshes its registry row this often; a row not refreshed within
+    # the TTL no longer counts (its host is gone) and the tick deletes it.
+    "WORKER_HEARTBEAT_SECONDS": env_float("SB_WORKER_HEARTBEAT_SECONDS", 5.0),
+    "WORKER_TTL_SECONDS": env_float("SB_WORKER_TTL_SECONDS", 30.0),
     # A drain hands over to a fresh task after this long (well under the q timeout).
     "DRAIN_MAX_SECONDS": env_float("SB_DRAIN_MAX_SECONDS", 120.0),
     # An idle drain with no due timers exits after this long.

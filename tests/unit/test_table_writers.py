@@ -25,6 +25,7 @@ OWNERS: dict[str, set[str]] = {
     "executions_payload": {"executions/payloads.py"},
     "executions_quotausage": {"executions/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
+    "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
     "executions_destination": {"executions/leases.py"},  # the rate-limit token bucket, spent by claims
     "executions_destinationcall": {"executions/destinations.py"},
     "workflows_workflowdefinition": {"workflows/services.py"},
