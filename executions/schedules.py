@@ -331,7 +331,8 @@ def fire_due(now: datetime | None = None, *, limit: int = FIRE_BATCH) -> int:
             row = cursor.fetchone()
             if row is None:
                 break
-            due = _Due(*row[:7], json.loads(row[7]), *row[8:])
+            due = _Due(row[0], row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]), row[8], row[9],
+                       row[10], row[11])
             started += _fire(cursor, due)
     return started
 
