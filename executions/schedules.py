@@ -39,7 +39,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import JSONField, Value
 
 from executions import payloads, services
 from workflows import sudo
@@ -235,16 +236,32 @@ def create_schedule(workspace: Workspace, *, by: str = "", system_actor: sudo.Ve
     definition = _definition(workspace, clean.pop("workflow"))
     actor = _actor_name(definition.key, system_actor, "scheduling")
     clean.setdefault("timezone", "UTC")
-    clean.setdefault("input", {})
+    clean["input"] = _json(clean.get("input", {}))
     enabled = clean.setdefault("enabled", True)
     next_run_at = next_after(clean["cron"], clean["timezone"], now or db_now()) if enabled else None
     try:
         with transaction.atomic():
-            return Schedule.objects.create(workspace=workspace, workflow=definition, next_run_at=next_run_at,
-                                           system_actor=actor, created_by=by, **clean)
+            created = Schedule.objects.create(workspace=workspace, workflow=definition, next_run_at=next_run_at,
+                                              system_actor=actor, created_by=by, **clean)
     except IntegrityError as error:
+        if _constraint(error) != UNIQUE_NAME:
+            raise
         raise Conflict(f"a schedule named '{clean['name']}' already exists",
                        errors=[{"field": "name", "message": "already exists in this workspace"}]) from error
+    created.refresh_from_db(fields=["input", "created_at", "updated_at"])
+    return created
+
+
+UNIQUE_NAME = "schedule_unique_name"
+
+
+def _constraint(error: IntegrityError) -> str | None:
+    return getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
+
+
+def _json(value: Any) -> Any:
+    """``value`` for the input column: JSON null is a JSON value here, not SQL NULL."""
+    return Value(None, JSONField()) if value is None else value
 
 
 def update_schedule(schedule: Any, *, system_actor: sudo.VerifiedActor | None = None, now: datetime | None = None,
@@ -263,7 +280,7 @@ def update_schedule(schedule: Any, *, system_actor: sudo.VerifiedActor | None = 
     with transaction.atomic():
         current = Schedule.objects.select_for_update().get(pk=schedule.pk)
         for field, value in clean.items():
-            setattr(current, field, value)
+            setattr(current, field, _json(value) if field == "input" else value)
         retimed = bool({"cron", "timezone"} & set(clean)) or (clean.get("enabled") is True and not schedule.enabled)
         if not current.enabled:
             current.next_run_at = None
@@ -272,6 +289,7 @@ def update_schedule(schedule: Any, *, system_actor: sudo.VerifiedActor | None = 
         current.system_actor = actor
         current.updated_at = db_now()
         current.save()
+    current.refresh_from_db(fields=["input"])
     return current
 
 
@@ -358,6 +376,14 @@ def _fire(cursor: Any, due: _Due) -> int:
         except ServiceError as refused:
             error = f"{fire_time.isoformat()}: {refused.message}"[:2000]
             log.warning("schedule %s: fire time %s not started: %s", due.name, fire_time, refused.message)
+            continue
+        except (OperationalError, InterfaceError):
+            raise  # the connection is gone: nothing was written; the next tick tries again
+        except Exception as broken:
+            # A fault of this schedule's start must not hold up the schedules due after it
+            # (it would be claimed first again at every tick): skip the fire time, say why.
+            error = f"{fire_time.isoformat()}: {type(broken).__name__}: {broken}"[:2000]
+            log.exception("schedule %s: fire time %s could not be started", due.name, fire_time)
             continue
         started += created
         last, execution = fire_time, execution_id

@@ -194,3 +194,35 @@ def test_due_times_walk_back_from_now_without_scanning_the_outage() -> None:
     found = schedules.due_times("* * * * *", "UTC", since=since, now=minute(0) + timedelta(seconds=59), limit=3)
     assert found == [minute(-2), minute(-1), minute(0)]
     assert schedules.due_times("* * * * *", "UTC", since=minute(0), now=minute(0), limit=3) == [minute(0)]
+
+
+def test_a_null_input_is_kept_as_json_null(workspace: Any) -> None:
+    helpers.publish(workspace, "hello", helpers.NOOP)
+    schedule = schedules.create_schedule(workspace, name="n", workflow="hello", cron="* * * * *", input=None, now=T0)
+    assert Schedule.objects.get(pk=schedule.pk).input is None
+    assert schedules.fire_due(now=minute(1)) == 1
+    assert selectors.payloads.input_of(Execution.objects.get()) is None
+
+
+def test_a_cron_that_never_fires_is_refused() -> None:
+    with pytest.raises(Invalid) as refused:
+        schedules.validated({"cron": "0 0 31 2 *"})
+    assert refused.value.errors[0]["field"] == "cron"
+
+
+def test_a_schedule_whose_start_breaks_does_not_hold_up_the_others(workspace: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = every_minute(workspace, name="a-broken")
+    schedules.create_schedule(workspace, name="b-fine", workflow="hello", cron="* * * * *", now=T0)
+    real_start = schedules.services.start_in
+
+    def start_in(cursor: Any, **kwargs: Any) -> Any:
+        if kwargs["created_by"] == "schedule:a-broken":
+            raise RuntimeError("a bug")
+        return real_start(cursor, **kwargs)
+
+    monkeypatch.setattr(schedules.services, "start_in", start_in)
+    assert schedules.fire_due(now=minute(1)) == 1
+    assert keys() == ["schedule:b-fine:2026-11-30T12:01:00Z"]
+    broken.refresh_from_db()
+    assert broken.next_run_at == minute(2) and "a bug" in broken.last_error
