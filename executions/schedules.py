@@ -43,6 +43,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import JSONField, Value
 
 from executions import payloads, services
+from executions.models import Schedule
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME, WORKFLOW_KEY
 from workflows.errors import Conflict, Invalid, ServiceError
@@ -226,12 +227,10 @@ def _actor_name(key: str, system_actor: sudo.VerifiedActor | None, doing: str) -
 
 
 def create_schedule(workspace: Workspace, *, by: str = "", system_actor: sudo.VerifiedActor | None = None,
-                    now: datetime | None = None, **fields: Any) -> Any:
+                    now: datetime | None = None, **fields: Any) -> Schedule:
     """Create a schedule (name, workflow and cron required; timezone UTC, input ``{}``,
     catch_up false, enabled true by default). Its first fire time is the first after now.
     Raises Invalid, Conflict (the name is taken) or ReservedKeyDenied."""
-    from executions.models import Schedule
-
     clean = validated(fields, required=REQUIRED)
     definition = _definition(workspace, clean.pop("workflow"))
     actor = _actor_name(definition.key, system_actor, "scheduling")
@@ -264,13 +263,11 @@ def _json(value: Any) -> Any:
     return Value(None, JSONField()) if value is None else value
 
 
-def update_schedule(schedule: Any, *, system_actor: sudo.VerifiedActor | None = None, now: datetime | None = None,
-                    **fields: Any) -> Any:
+def update_schedule(schedule: Schedule, *, system_actor: sudo.VerifiedActor | None = None,
+                    now: datetime | None = None, **fields: Any) -> Schedule:
     """Change a schedule's cron, timezone, input, catch_up or enabled. A new cron or time
     zone, or resuming, moves the next fire time to the first one after now (fire times missed
     while paused are not caught up); pausing clears it. Raises Invalid or ReservedKeyDenied."""
-    from executions.models import Schedule
-
     unknown = sorted(set(fields) - set(EDITABLE))
     if unknown:
         raise Invalid("; ".join(f"{name}: cannot be changed" for name in unknown),
@@ -293,7 +290,7 @@ def update_schedule(schedule: Any, *, system_actor: sudo.VerifiedActor | None = 
     return current
 
 
-def delete_schedule(schedule: Any, *, system_actor: sudo.VerifiedActor | None = None) -> None:
+def delete_schedule(schedule: Schedule, *, system_actor: sudo.VerifiedActor | None = None) -> None:
     """Delete a schedule; executions it started stay. A reserved workflow's needs its actor."""
     sudo.require(schedule.workflow.key, system_actor, "deleting a schedule of")
     schedule.delete()
