@@ -340,3 +340,42 @@ class DestinationCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.destination_id} {self.status_code} {self.latency_ms:.0f} ms"
+
+
+class Schedule(models.Model):
+    """Starts a workflow on a cron schedule (executions/schedules.py). ``next_run_at`` is the
+    next fire time (UTC); a worker claims a due row (``SKIP LOCKED``), starts one execution per
+    fire time (its idempotency key names the schedule and the fire time) and moves
+    ``next_run_at`` on, in one transaction. NULL while paused."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="schedules")
+    name = models.CharField(max_length=100)
+    workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.PROTECT, related_name="schedules")
+    cron = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    input = models.JSONField(default=dict, blank=True)
+    catch_up = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True, help_text="The last fire time that started an execution.")
+    # No foreign key: data lifecycle may delete old executions; the UI links it while it exists.
+    last_execution_id = models.UUIDField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="", db_default="")
+    # The verified system actor that created or last changed a schedule of a reserved workflow
+    # (S15); fires start it as that actor while the actor stays active and covers the key.
+    system_actor = models.CharField(max_length=100, blank=True, default="", db_default="")
+    created_by = models.CharField(max_length=200, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="schedule_unique_name"),
+            models.CheckConstraint(condition=Q(enabled=False) | Q(next_run_at__isnull=False),
+                                   name="schedule_enabled_has_next_run"),
+        ]
+        indexes = [models.Index(fields=["next_run_at"], condition=Q(enabled=True), name="schedule_due")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

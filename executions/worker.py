@@ -10,8 +10,9 @@ in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
-``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, and
-make sure a drain runs when work is due. Cluster start-up (``post_spawn``) kicks too.
+``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, start
+due cron schedules (executions/schedules.py), and make sure a drain runs when work is due.
+Cluster start-up (``post_spawn``) starts due schedules and kicks too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads, registry, transient
+from executions import engine, kick, leases, payloads, registry, schedules, transient
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from workflows.dsl import ast
@@ -544,24 +545,31 @@ def _drain_resiliently() -> int:
 
 def tick() -> dict[str, int]:
     """Scheduled task: reap expired leases, apply payload retention, delete expired worker
-    registrations, wake a drain if due."""
+    registrations, start due schedules, wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
     with transaction.atomic(), connection.cursor() as cursor:
         deleted = payloads.apply_retention(cursor)
         workers_expired = registry.expire(cursor)
+    scheduled = schedules.fire_due()
     if work_pending():
         kick.request_drain(force=True)
     return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted,
-            "workers_expired": workers_expired}
+            "workers_expired": workers_expired, "scheduled": scheduled}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:
     """django-q2 ``post_spawn``: a (re)started worker process registers itself (a heartbeat
-    thread keeps it registered: the drain slots follow the live workers) and asks for a drain."""
+    thread keeps it registered: the drain slots follow the live workers), asks for a drain,
+    and starts the schedules that came due while the workers were down (not a minute later,
+    at the tick)."""
     try:
         close_old_connections()
         registry.start_heartbeat(cluster=f"{settings.Q_CLUSTER.get('name', '')}:{os.getppid()}")
         kick.request_drain(force=True)
     except Exception:
         log.exception("could not kick a drain at worker start")
+    try:
+        schedules.fire_due()
+    except Exception:
+        log.exception("could not start due schedules at worker start (the tick retries)")

@@ -230,6 +230,7 @@ SPECTACULAR_SETTINGS = {
                                  "vhash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                                  "vertex": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"},
                                  "destname": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
+                                 "schedname": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
                                  "execid": {"type": "string", "format": "uuid"}},
     "ENUM_NAME_OVERRIDES": {
         "ExecutionStatusEnum": "executions.models.ExecutionStatus",

@@ -16,7 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions import destinations
+from executions import destinations, schedules
 from executions.models import ExecutionStatus, StepStatus
 from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
@@ -142,6 +142,54 @@ class CreateDestination(DestinationFields):
 class UpdateDestination(DestinationFields):
     """Every field optional. ``name`` is accepted only unchanged: workflows refer to a
     destination by name, so renaming one would silently break them."""
+
+
+class _ScheduleField(serializers.Field):
+    """A JSON value handed on as received: executions/schedules.py checks it, so the API and
+    the admin refuse the same input with the same message."""
+
+    def __init__(self, rule: str, extra: str = "", **kwargs: Any) -> None:
+        text = schedules.RULES[rule]
+        super().__init__(required=False, help_text=f"{text[0].upper()}{text[1:]}.{extra}", **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class _ScheduleText(_ScheduleField):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class _ScheduleFlag(_ScheduleField):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.ANY)
+class _ScheduleInput(_ScheduleField):
+    pass
+
+
+class ScheduleFields(StrictSerializer):
+    name = _ScheduleText("name", " Required on create; on update only the current name.")
+    workflow = _ScheduleText("workflow", " Required on create; cannot be changed.")
+    cron = _ScheduleText("cron", " Required on create.")
+    timezone = _ScheduleText("timezone", " Default UTC.")
+    input = _ScheduleInput("input", " Default {}.", allow_null=True)
+    catch_up = _ScheduleFlag("catch_up", " Default false.")
+    enabled = _ScheduleFlag("enabled", " Default true.")
+
+
+class CreateSchedule(ScheduleFields):
+    pass
+
+
+class UpdateSchedule(ScheduleFields):
+    """Every field optional; ``name`` and ``workflow`` only unchanged."""
 
 
 # --- query parameters (read from ``request.query_params.dict()``) -----------------------------
@@ -326,6 +374,26 @@ class DestinationSerializer(serializers.Serializer):
     @extend_schema_field(CredentialsSummary(allow_null=True))
     def get_credentials(self, destination: Any) -> dict[str, Any] | None:
         return {"set": True, "kind": destination.credentials_kind} if destination.credentials_kind else None
+
+
+class ScheduleSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    workflow = serializers.CharField(source="workflow.key", help_text="The workflow key; its current version runs.")
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    input = serializers.JSONField()
+    catch_up = serializers.BooleanField()
+    enabled = serializers.BooleanField()
+    next_run = serializers.DateTimeField(source="next_run_at", allow_null=True,
+                                         help_text="The next fire time (UTC); null while paused.")
+    last_run = serializers.DateTimeField(source="last_run_at", allow_null=True,
+                                         help_text="The last fire time that started an execution.")
+    last_execution = serializers.UUIDField(source="last_execution_id", allow_null=True,
+                                           help_text="The execution started at `last_run`.")
+    last_error = serializers.CharField(allow_blank=True, help_text="Why the last refused fire time did not start.")
+    created_by = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
 
 
 # --- problems (for the schema; errors.py renders them) ---------------------------------------

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from executions.api import converters
-from executions.api.views import actions, destinations, executions, workflows
+from executions.api.views import actions, destinations, executions, schedules, workflows
 from executions.api.views.base import ApiView
 
 converters.register()
@@ -58,5 +58,8 @@ urlpatterns = [
          name="destinations"),
     path("destinations/<destname:name>", on_path(destinations.DestinationDetail, destinations.UpdateDestination),
          name="destination"),
+    path("schedules", on_path(schedules.ScheduleList, schedules.CreateSchedule), name="schedules"),
+    path("schedules/<schedname:name>", on_path(schedules.ScheduleDetail, schedules.UpdateSchedule),
+         name="schedule"),
     re_path(r"^[\s\S]*", NoRoute.as_view()),  # not ".*": a path with a newline is a problem too
 ]

@@ -3,7 +3,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from executions.ui import actions, execution_views, rate_limits, workflow_views, workspace_views
+from executions.ui import actions, execution_views, rate_limits, schedule_views, workflow_views, workspace_views
 
 app_name = "ui"
 
@@ -28,6 +28,8 @@ urlpatterns = [
     path(f"{execution}/fanouts/<str:spawner>/retry-failed", actions.retry_failed_children,
          name="retry-failed-children"),
     path("workflows/", workflow_views.workflow_list, name="workflow-list"),
+    path("schedules/", schedule_views.schedule_list, name="schedule-list"),
+    path("schedules/rows", schedule_views.schedule_rows, name="schedule-rows"),
     path("workspace/", workspace_views.switch_workspace, name="switch-workspace"),
     path("rate-limits/", rate_limits.page, name="rate-limits"),
     path("rate-limits/counts", rate_limits.counts, name="rate-limit-counts"),

@@ -28,6 +28,7 @@ OWNERS: dict[str, set[str]] = {
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
     "executions_destination": {"executions/leases.py"},  # the rate-limit token bucket, spent by claims
     "executions_destinationcall": {"executions/destinations.py"},
+    "executions_schedule": {"executions/schedules.py"},  # a fire advances next_run_at
     "workflows_workflowdefinition": {"workflows/services.py"},
     "workflows_workflowversion": {"workflows/services.py"},
     "workflows_claimnonce": {"workflows/claims.py"},
