@@ -6,9 +6,10 @@ from typing import Any
 
 from django.db import connection
 
-from executions import engine, services, state
+from executions import engine, records, services, state
 from executions.models import Execution, FanOut, Step
 from executions.selectors import payloads as payload_reads
+from executions.ui import parts
 from tests.support import helpers
 
 ECHO = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.echo"}}}
@@ -132,7 +133,7 @@ def test_at_most_max_concurrency_children_run_at_once(workspace: Any) -> None:
     assert len(kids) == 10 and {k.status for k in kids} == {"PENDING"}
     assert claimable_children(parent) == {0, 1, 2}
     held = Step.objects.get(execution=kids[5])
-    assert "maxConcurrency" in held.wait_reason
+    assert parts.wait_reason(held, {}) == ("fan-out slot", records.HELD_REASON)  # as the execution view says
     finished: list[int] = []
     while len(finished) < 10:
         claimed = helpers.claim_runs(1000)
