@@ -101,6 +101,7 @@ def work_vertex(draw: Any, kind: str, upstream: list[str]) -> dict[str, Any]:
         if target in ("version", "both"):
             vertex["version"] = draw(st.binary(min_size=32, max_size=32)).hex()
         optional(draw, vertex, "itemInput", ITEM_TEMPLATES, reads)
+        optional(draw, vertex, "maxConcurrency", st.integers(1, 1000))
     elif kind == "CHAIN":
         vertex["workflow"] = draw(st.sampled_from(["self", "next-job", "poller.v2"]))
         optional(draw, vertex, "input", TEMPLATES, reads)
