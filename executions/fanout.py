@@ -68,9 +68,10 @@ LOCK_FANOUT = """
 CREATE_FANOUT = """
     INSERT INTO executions_fanout (step_id, execution_id, spawner_vertex, merge_vertex, target_version_id, total,
         cursor, created, spawn_complete, succeeded, failed, cancelled, tolerates_failed, tolerates_cancelled,
-        max_failure_ratio, allowed_failures, fail_fast, created_at)
+        max_failure_ratio, allowed_failures, fail_fast, items_per_child, max_concurrency, free_slots, created_at)
     VALUES (%(step)s, %(execution)s, %(vertex)s, %(merge)s, %(target)s, %(total)s, 0, 0, %(empty)s, 0, 0, 0,
-            %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, now())
+            %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, %(per_child)s,
+            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), now())
 """
 
 # One batch of the stored list, item by item, as JSON text (the default itemInput: the item).
@@ -87,6 +88,28 @@ BATCH_VALUES = """
     SELECT g.i, (p.data #> %(path)s) -> g.i FROM executions_payload p, generate_series(%(lo)s, %(hi)s - 1) g(i)
     WHERE p.execution_id = %(parent)s AND p.name = %(source)s
 """
+
+# itemsPerChild > 1: the items of children [lo, hi), grouped, each group as a JSON list (text).
+BATCH_GROUPS = """
+    WITH arr AS MATERIALIZED (
+        SELECT p.data #> %(path)s AS items FROM executions_payload p
+        WHERE p.execution_id = %(parent)s AND p.name = %(source)s
+    )
+    SELECT g.i / %(per)s, jsonb_agg(arr.items -> g.i ORDER BY g.i)::text
+    FROM arr, generate_series(%(lo)s * %(per)s, least(%(hi)s * %(per)s, jsonb_array_length(arr.items)) - 1) AS g(i)
+    GROUP BY g.i / %(per)s
+    ORDER BY 1
+"""
+
+# maxConcurrency: the slots left after a batch, and where a release starts looking.
+SLOTS = """
+    UPDATE executions_fanout SET free_slots = %(free)s, release_cursor = %(release_cursor)s WHERE step_id = %(step)s
+"""
+
+# The spawner's batch transaction locks its fan-out row first (lock order: a child's rows, then
+# the fan-out, then the parent's steps), so a child finishing meanwhile waits, then sees the
+# children of the batch and their held steps.
+LOCK_OWN_FANOUT = "SELECT step_id FROM executions_fanout WHERE step_id = %(step)s FOR UPDATE"
 
 ADVANCE = """
     UPDATE executions_fanout SET cursor = %(cursor)s, created = created + %(created)s,
@@ -132,13 +155,15 @@ def spawn(step: StepRun) -> Outcome:
     target = versions.get(fan["target_version_id"])
     start = target.workflow.vertices[target.workflow.start]
     walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
-    batch_size = int(settings.SB["SPAWN_BATCH"])
+    # A batch reads about SPAWN_BATCH items, however many go to one child.
+    batch_size = max(1, int(settings.SB["SPAWN_BATCH"]) // vertex.items_per_child)
+    prelock = (LOCK_OWN_FANOUT, {"step": step.step_id}) if vertex.max_concurrency is not None else None
     while cursor_at < fan["total"]:
         deferral = _pressure_deferral()
         if deferral:
             return deferral
         hi = min(cursor_at + batch_size, fan["total"])
-        with step.transaction() as tx:
+        with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
             if fan["fail_fast"] and fan["exceeded"]:
                 break  # S18: the merge has failed already; children not yet created never will be
@@ -183,6 +208,7 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         raise NonRetryable(f"items {vertex.items}: nothing there in {where}")
     if kind != "array":
         raise NonRetryable(f"items {vertex.items}: is a JSON {kind}, not a list")
+    total = -(-total // vertex.items_per_child)  # children, not items: one per batch of itemsPerChild
     target_id = _target_version(cursor, step, vertex)
     try:
         quotas.reserve(cursor, step.execution.workspace_id, total)
@@ -197,6 +223,7 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "ratio": merge.max_failure_ratio if merge else 1.0,
         "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total),
         "fail_fast": bool(merge and merge.fail_fast),
+        "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency,
     }
     cursor.execute(CREATE_FANOUT, params)
     return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
@@ -243,16 +270,17 @@ def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any,
 
 def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versions.LoadedVersion,
                   start: ast.Vertex, lo: int, hi: int) -> int:
-    """Create the children of items [lo, hi) that have none yet: the executions on their
-    per-item key (S2), then the inputs and first steps of the ones just created. An item
-    whose input cannot be rendered becomes a FAILED child with the reason (S17)."""
+    """Create the children [lo, hi) that have none yet: the executions on their per-child key
+    (S2), then the inputs and first steps of the ones just created (held beyond the fan-out's
+    free slots: maxConcurrency). A child whose input cannot be rendered becomes a FAILED child
+    with the reason (S17). A child is one item, or with itemsPerChild a batch of items."""
     source, path = items_source(vertex.items)
     bad: dict[int, str] = {}
-    if vertex.item_input == "$.item":
+    if vertex.item_input == "$.item" and vertex.items_per_child == 1:
         cursor.execute(BATCH_ITEMS, {"path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi})
         inputs: dict[int, str] = dict(cursor.fetchall())
     else:
-        inputs, bad = _render_batch(cursor, step, vertex, source, path, lo, hi)
+        inputs, bad = _render_batch(cursor, step, vertex, _child_contexts(cursor, step, vertex, source, path, lo, hi))
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
@@ -260,12 +288,14 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
                              spawn_vertex=vertex.id, item_index=index, depth=parent.depth + 1)
         for index in sorted([*inputs, *bad])
     ])
-    good = [(child, cast(int, index)) for child, index in created if index in inputs]
+    good = [(child, cast(int, index)) for child, index in sorted(created, key=lambda c: c[1] or 0)
+            if index in inputs]
     payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in good])
+    held = _hold(cursor, step, vertex, [index for _, index in good], hi)
     records.insert_steps(cursor, [
         records.NewStep(child, parent.workspace_id, start.id, retry.max_attempts(start),
-                        destination=getattr(start, "destination_name", None))
-        for child, _ in good
+                        destination=getattr(start, "destination_name", None), held=index in held)
+        for child, index in good
     ])
     failing = [(child, bad[cast(int, index)]) for child, index in created if index in bad]
     state.fail_executions(cursor, [child for child, _ in failing], errors=[error for _, error in failing],
@@ -273,16 +303,48 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     return len(created)
 
 
+def _hold(cursor: Any, step: StepRun, vertex: ast.Spawner, indexes: list[int], hi: int) -> set[int]:
+    """maxConcurrency: the new children (in item order) that must wait for a slot. The free
+    slots go to the first ones; the rest are held, and the fan-out row (locked by this
+    transaction) records what is left. No held child exists while a slot is free (a finishing
+    child releases at once), so the release cursor may move past this batch. The fan-out row
+    is locked by this transaction (the spawner's prelock), so its slots are current."""
+    if vertex.max_concurrency is None:
+        return set()
+    fan = cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+    free = int(fan["free_slots"])
+    runnable, held = indexes[:max(free, 0)], set(indexes[max(free, 0):])
+    release_cursor = fan["release_cursor"]
+    if runnable:
+        release_cursor = min(held) if held else hi
+    cursor.execute(SLOTS, {"free": free - len(runnable), "release_cursor": release_cursor, "step": step.step_id})
+    return held
+
+
+def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
+                    lo: int, hi: int) -> list[tuple[int, dict[str, Any]]]:
+    """Each child's own values for its itemInput: ``$.items``, ``$.index`` and
+    ``$.firstItem`` (with one item per child also ``$.item``)."""
+    params = {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source}
+    per = vertex.items_per_child
+    if per == 1:
+        cursor.execute(BATCH_VALUES, params)
+        return [(index, {"item": item, "items": [item], "index": index, "firstItem": index})
+                for index, item in ((i, payloads.decode(value)) for i, value in cursor.fetchall())]
+    cursor.execute(BATCH_GROUPS, {**params, "per": per})
+    return [(index, {"items": payloads.decode(items), "index": index, "firstItem": index * per})
+            for index, items in cursor.fetchall()]
+
+
 _parsed = functools.lru_cache(maxsize=1024)(parse_path)
 
 
-def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
-                  lo: int, hi: int) -> tuple[dict[int, str], dict[int, str]]:
-    """Each item's child input (JSON text), rendered from the itemInput template, and the
-    items that could not be rendered, with the reason. A context value (outside the item)
-    that is missing is the spawner's error, not an item's: it raises NonRetryable."""
-    cursor.execute(BATCH_VALUES, {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source})
-    batch = [(index, payloads.decode(item)) for index, item in cursor.fetchall()]
+def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner,
+                  batch: list[tuple[int, dict[str, Any]]]) -> tuple[dict[int, str], dict[int, str]]:
+    """Each child's input (JSON text), rendered from the itemInput template over its own
+    values (``batch``: index → context), and the children whose input could not be
+    rendered, with the reason. A context value (outside the child's) that is missing is the
+    spawner's error, not a child's: it raises NonRetryable."""
     resolved: dict[str, Any] = {}
 
     def context_value(text: str) -> Any:
@@ -299,8 +361,7 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
 
     inputs: dict[int, str] = {}
     bad: dict[int, str] = {}
-    for index, item in batch:
-        local = {"item": item, "index": index}
+    for index, local in batch:
 
         def lookup(text: str, local: dict[str, Any] = local) -> Any:
             path = _parsed(text)  # parsed once per batch, not once per item
@@ -309,8 +370,15 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, 
         try:
             inputs[index] = payloads.encode(render(vertex.item_input, {}, lookup))
         except (PathNotFound, payloads.PayloadError) as error:
-            bad[index] = f"input could not be made from its item (item {index}): {error}"
+            bad[index] = f"input could not be made from its {_what(vertex, index)}: {error}"
     return inputs, bad
+
+
+def _what(vertex: ast.Spawner, index: int) -> str:
+    if vertex.items_per_child == 1:
+        return f"item (item {index})"
+    first = index * vertex.items_per_child
+    return f"items (child {index}: items {first} to {first + vertex.items_per_child - 1})"
 
 
 # --- merging ----------------------------------------------------------------------------------

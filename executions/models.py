@@ -263,7 +263,9 @@ class FanOut(models.Model):
     merge_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no MERGE joins it
     target_version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="+")
     total = models.PositiveIntegerField()
-    cursor = models.PositiveIntegerField(default=0, help_text="Next item index to spawn (S3).")
+    cursor = models.PositiveIntegerField(default=0, help_text="Next child index to spawn (S3).")
+    # itemsPerChild: each child receives this many consecutive items; ``total`` counts children.
+    items_per_child = models.PositiveIntegerField(db_default=1)
     created = models.PositiveIntegerField(default=0)
     spawn_complete = models.BooleanField(default=False)
     succeeded = models.PositiveIntegerField(default=0)
@@ -274,6 +276,14 @@ class FanOut(models.Model):
     max_failure_ratio = models.FloatField(default=1.0)
     allowed_failures = models.PositiveIntegerField(default=0)
     fail_fast = models.BooleanField(default=False)
+    # maxConcurrency (NULL: no limit). A child is created runnable while a slot is free, else
+    # with its first step held (records.HELD_UNTIL); a runnable child that finishes frees its
+    # slot and the next held child is released (state.py). A retried child takes a slot back,
+    # so free_slots may go below zero until enough children finish. Every held child's index
+    # is >= release_cursor, so a release never rescans released children.
+    max_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    free_slots = models.IntegerField(db_default=0)
+    release_cursor = models.PositiveIntegerField(db_default=0)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:

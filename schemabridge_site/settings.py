@@ -11,6 +11,9 @@ SB_DEMO       "1" installs the demo and fault injection (the ``demo`` app: demo.
               ``make chaos`` set it; a production deployment never does.
 SB_SSL_REDIRECT, SB_SECURE_COOKIES, SB_HSTS_SECONDS, SB_HSTS_INCLUDE_SUBDOMAINS, SB_HSTS_PRELOAD,
 SB_PROXY_SSL_HEADER   HTTPS hardening: on by default when DEBUG is off (docs/security.md).
+SB_HANDLER_MODULES    comma-separated dotted modules of TASK handlers, imported at start-up by
+              every process (web, workers, commands), as is each installed app's ``sb_handlers``
+              module (docs/dsl.md, "Handler packages").
 """
 
 from __future__ import annotations
@@ -116,6 +119,12 @@ INSTALLED_APPS = [
 DEMO = env_bool("SB_DEMO")
 if DEMO:
     INSTALLED_APPS += ["demo", "bench"]
+
+# TASK handler packages (docs/dsl.md): imported at start-up by workflows.apps; one that fails
+# to import stops the process with its name.
+SB_HANDLER_MODULES = [
+    module.strip() for module in os.environ.get("SB_HANDLER_MODULES", "").split(",") if module.strip()
+]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

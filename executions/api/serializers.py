@@ -210,6 +210,11 @@ class ExecutionListQuery(PageQuery):
                                          help_text="true: only executions without a parent; false: only children.")
 
 
+class ChildrenExportQuery(StrictSerializer):
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False,
+                                     help_text="Only children with this status (e.g. FAILED).")
+
+
 class ChildrenQuery(PageQuery):
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
     spawner = StrictRegexField(VERTEX_ID, max_length=64, required=False,

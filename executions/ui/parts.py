@@ -109,7 +109,7 @@ def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, Slots
 
 
 WAIT_KINDS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
-              ("quota", "quota"))
+              ("quota", "quota"), ("maxconcurrency", "fan-out slot"))
 
 
 def wait_reason(step: Step, slots: dict[int, Slots]) -> tuple[str, str]:
