@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions import kick
+from executions import kick, metrics
 from executions.merge_rule import FANOUT_DECIDED
 from executions.models import ExecutionStatus, StepStatus
 
@@ -186,6 +186,7 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
                              source=source, sets=sets or {}, skip_locked=False,
                              returning=("s.spawned_by_id", "s.parent_id", "s.status"), message=message)
     moved = _fetch(cursor, sql, params)
+    metrics.children_finished(moved)
     _propagate_to_fanouts(cursor, moved)
     return moved
 

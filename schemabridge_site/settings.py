@@ -11,6 +11,9 @@ SB_DEMO       "1" installs the demo and fault injection (the ``demo`` app: demo.
               ``make chaos`` set it; a production deployment never does.
 SB_SSL_REDIRECT, SB_SECURE_COOKIES, SB_HSTS_SECONDS, SB_HSTS_INCLUDE_SUBDOMAINS, SB_HSTS_PRELOAD,
 SB_PROXY_SSL_HEADER   HTTPS hardening: on by default when DEBUG is off (docs/security.md).
+SB_METRICS_TOKEN      the bearer token that opens /metrics (unset: /metrics answers 404).
+PROMETHEUS_MULTIPROC_DIR  where each process writes its metrics (``sb_up`` sets it; docs/operations.md).
+LOG_FORMAT            "json": one JSON object per log line (docs/operations.md); else plain text.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from schemabridge_site.logging import formatter_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -89,6 +94,8 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SB_SECURE_COOKIES", _SECU
 SECURE_HSTS_SECONDS = env_int("SB_HSTS_SECONDS", 31_536_000 if _SECURE else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SB_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
 SECURE_HSTS_PRELOAD = env_bool("SB_HSTS_PRELOAD", _SECURE)
+# Load balancers and orchestrators probe the process itself, over plain http.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # Behind a TLS-terminating proxy: the header it sets for https requests, e.g.
 # SB_PROXY_SSL_HEADER=X-Forwarded-Proto (only if the proxy always sets or strips it).
 if os.environ.get("SB_PROXY_SSL_HEADER", "").strip():
@@ -119,6 +126,8 @@ if DEMO:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files straight from the web process, compressed and cached (docs/operations.md).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -194,6 +203,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "static_collected"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# `manage.py collectstatic` (sb_up runs it) writes hashed, compressed copies that WhiteNoise
+# serves with far-future cache headers.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "ui:execution-list"
@@ -308,6 +323,8 @@ SB: dict[str, Any] = {
     # Fernet keys (comma-separated; the first seals) for destination credentials at rest.
     # Unset: credentials cannot be stored. See executions/credentials.py.
     "CREDENTIALS_KEY": os.environ.get("SB_CREDENTIALS_KEY", ""),
+    # The bearer token that opens /metrics; unset or empty: /metrics does not exist (404).
+    "METRICS_TOKEN": os.environ.get("SB_METRICS_TOKEN", "").strip(),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()
@@ -317,8 +334,9 @@ SB: dict[str, Any] = {
 LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOG_FORMAT=json: one JSON object per line, with execution, step and workspace where known.
+    "formatters": {"default": formatter_config(os.environ.get("LOG_FORMAT", ""))},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
