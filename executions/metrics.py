@@ -18,18 +18,23 @@ the values are this process's own (tests, a single process).
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ParamSpec
 
 from django.conf import settings
 from django.db import connection, transaction
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
 
 PREFIX = "schemabridge_"
 # Database round trips: sub-millisecond to seconds.
@@ -68,9 +73,23 @@ DRAIN_ERRORS = Counter(f"{PREFIX}drain_errors_total", "Errors a drain recovered 
 
 # --- events --------------------------------------------------------------------------------------
 
+def never_raises(count: Callable[P, None]) -> Callable[P, None]:
+    """Counting must never break the work it counts (a full disk under the multiprocess
+    directory, say): an error is logged and the count is lost."""
+
+    @functools.wraps(count)
+    def safely(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            count(*args, **kwargs)
+        except Exception:
+            log.warning("metrics: %s failed; the count is lost", count.__name__, exc_info=True)
+
+    return safely
+
+
 def after_commit(count: Callable[[], None]) -> None:
     """Count ``count`` once the current transaction commits (now, outside one)."""
-    transaction.on_commit(count)
+    transaction.on_commit(never_raises(count))
 
 
 @contextmanager
@@ -80,7 +99,7 @@ def timed(histogram: Histogram) -> Iterator[None]:
     try:
         yield
     finally:
-        histogram.observe(time.perf_counter() - started)
+        never_raises(histogram.observe)(time.perf_counter() - started)
 
 
 def kind_of(run: Any) -> str:
@@ -88,11 +107,13 @@ def kind_of(run: Any) -> str:
     return str(getattr(run.vertex, "type", "") or type(run.vertex).__name__.upper())
 
 
+@never_raises
 def steps_claimed(runs: Iterable[Any]) -> None:
     for kind, count in Tally(kind_of(run) for run in runs).items():
         STEPS_CLAIMED.labels(kind).inc(count)
 
 
+@never_raises
 def steps_committed(groups: dict[str, list[tuple[Any, Any]]], moved: set[int]) -> None:
     """Count the committed outcomes of ``engine.commit`` (grouped by kind of outcome; only
     the steps that ``moved`` count: the others were stale)."""
@@ -108,10 +129,12 @@ def steps_committed(groups: dict[str, list[tuple[Any, Any]]], moved: set[int]) -
     after_commit(count)
 
 
+@never_raises
 def results_fenced(number: int) -> None:
     after_commit(lambda: RESULTS_FENCED.inc(number))
 
 
+@never_raises
 def reaped(requeued: int, failed: int) -> None:
     def count() -> None:
         LEASE_EXPIRIES.inc(requeued + failed)
@@ -122,11 +145,13 @@ def reaped(requeued: int, failed: int) -> None:
         after_commit(count)
 
 
+@never_raises
 def children_created(number: int) -> None:
     if number:
         after_commit(lambda: CHILDREN_CREATED.inc(number))
 
 
+@never_raises
 def children_finished(moved: Sequence[dict[str, Any]]) -> None:
     """Count the children among executions that just moved (state.py): a row with a
     ``spawned_by_id`` that reached a terminal status."""
@@ -144,6 +169,7 @@ def children_finished(moved: Sequence[dict[str, Any]]) -> None:
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
+@never_raises
 def destination_call(workspace_id: int, destination: str, status: int | None, seconds: float) -> None:
     """One outbound call to a workspace's ``destination``: its latency, and an error when it
     got no response (``status`` None) or an HTTP status of 400 and above."""
@@ -170,6 +196,7 @@ def workspace_slug(workspace_id: int) -> str:
     return _slugs[workspace_id]
 
 
+@never_raises
 def drain_error(reason: str) -> None:
     DRAIN_ERRORS.labels(reason).inc()
 
@@ -267,10 +294,11 @@ def live_workers(within: float = WORKER_FRESH_SECONDS) -> int:
 # --- exposition -------------------------------------------------------------------------------
 
 class _ThisProcess(Collector):
-    """This process's own event metrics (no multiprocess directory)."""
+    """This process's own event metrics (no multiprocess directory); only ours, as in
+    multiprocess mode (not prometheus-client's process and Python collectors)."""
 
     def collect(self) -> Iterator[Any]:
-        yield from REGISTRY.collect()
+        yield from (family for family in REGISTRY.collect() if family.name.startswith(PREFIX))
 
 
 def multiprocess_dir() -> str:
