@@ -25,6 +25,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ParamSpec
 
 from django.conf import settings
@@ -37,6 +38,11 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 
 PREFIX = "schemabridge_"
+
+# In multiprocess mode every metric opens its file there when it is created (below): a
+# directory that does not exist yet would fail the import of this module, so make it.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"].strip()).mkdir(parents=True, exist_ok=True)
 # Database round trips: sub-millisecond to seconds.
 DB_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # Outbound calls: milliseconds to a destination's timeout.
