@@ -155,3 +155,20 @@ def test_counting_never_breaks_the_work(monkeypatch, caplog):
     monkeypatch.setattr(metrics.STEPS_CLAIMED, "labels", broken)
     metrics.steps_claimed([type("Run", (), {"vertex": type("V", (), {"type": "TASK"})()})()])
     assert "steps_claimed failed" in caplog.text
+
+
+def test_docs_operations_lists_exactly_the_metrics_there_are(db):
+    """docs/operations.md stays true: every metric it names exists, every metric is named."""
+    import re
+
+    from prometheus_client import Counter, Histogram
+
+    from executions import metrics
+    from tests.support import ROOT
+
+    events = {family.name + ("_total" if family.type == "counter" else "")
+              for value in vars(metrics).values() if isinstance(value, Counter | Histogram)
+              for family in value.describe()}
+    state = {family.name for family in metrics.DatabaseCollector().collect()}
+    documented = set(re.findall(r"`(schemabridge_[a-z_]+)`", (ROOT / "docs" / "operations.md").read_text()))
+    assert documented == events | state
