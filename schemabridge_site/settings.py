@@ -209,6 +209,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+# A file missing from the manifest is linked unhashed (a 404 for that file), not a 500 page.
+WHITENOISE_MANIFEST_STRICT = False
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "ui:execution-list"
