@@ -4,6 +4,7 @@ auto-reload and DEBUG on."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -87,7 +88,7 @@ def job_env(transactional_db: Any, tmp_path: Path) -> dict[str, str]:
 def make_run(job_env: dict[str, str]) -> Iterator[Job]:
     port = free_port()
     job = Job(["make", "--no-print-directory", "run", f"ARGS=--port {port} --demo hello"],
-              {**job_env, "SB_METRICS_TOKEN": TOKEN}, port)
+              {**job_env, "SB_METRICS_TOKEN": TOKEN, "LOG_FORMAT": "json"}, port)
     try:
         yield job
     finally:
@@ -101,7 +102,11 @@ def test_make_run_serves_gunicorn_with_whitenoise_and_debug_off_and_runs_the_dem
     text = job.log()
     assert "user 'admin', password the SB_ADMIN_PASSWORD you set" in text
     assert PASSWORD not in text  # never printed (issue 15, finding 11)
-    assert "Starting gunicorn" in text
+    # LOG_FORMAT=json: gunicorn's own lines are JSON objects too (and so are Django's).
+    [started] = [json.loads(line) for line in text.splitlines() if "Starting gunicorn" in line]
+    assert started["logger"] == "gunicorn.error" and started["level"] == "INFO"
+    access = [json.loads(line) for line in text.splitlines() if "GET /healthz" in line]
+    assert access and all(entry["logger"] == "gunicorn.access" for entry in access)
 
     with httpx.Client(base_url=job.base, timeout=10) as http:
         assert http.get("/healthz").json() == {"ok": True}
