@@ -209,13 +209,20 @@ def drain_error(reason: str) -> None:
 
 # --- state, read at scrape time -------------------------------------------------------------------
 
-# Each count walks one of the step table's partial indexes (migrations: step_claim_free,
-# step_claim_destination, step_running_lease, step_running_destination).
+# Each count walks one of the step table's partial indexes (step_claim_free,
+# step_claim_destination, step_running_lease, step_running_destination): the WHERE clauses
+# are exactly their predicates, so a scrape never scans the (large) table itself.
 QUEUE = """
-    SELECT count(*) FILTER (WHERE due_at <= now()),
-           count(*) FILTER (WHERE due_at > now()),
-           extract(epoch FROM now() - min(due_at) FILTER (WHERE due_at <= now()))
-    FROM executions_step WHERE status = 'READY'
+    SELECT coalesce(sum(ready), 0), coalesce(sum(later), 0),
+           greatest(0, coalesce(extract(epoch FROM now() - min(oldest)), 0))
+    FROM (
+        SELECT count(*) FILTER (WHERE due_at <= now()) AS ready, count(*) FILTER (WHERE due_at > now()) AS later,
+               min(due_at) AS oldest
+        FROM executions_step WHERE status = 'READY' AND destination_id IS NULL
+        UNION ALL
+        SELECT count(*) FILTER (WHERE due_at <= now()), count(*) FILTER (WHERE due_at > now()), min(due_at)
+        FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL
+    ) per_index
 """
 RUNNING = """
     SELECT count(*), count(*) FILTER (WHERE lease_expires_at < now()) FROM executions_step WHERE status = 'RUNNING'
@@ -224,7 +231,8 @@ DESTINATIONS = """
     SELECT d.name, w.slug,
            (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'),
            (SELECT count(*) FROM executions_step s
-            WHERE s.destination_id = d.id AND s.status = 'READY' AND s.due_at <= now()),
+            WHERE s.destination_id = d.id AND s.destination_id IS NOT NULL AND s.status = 'READY'
+              AND s.due_at <= now()),
            d.concurrency_limit
     FROM executions_destination d JOIN workflows_workspace w ON w.id = d.workspace_id
     ORDER BY w.slug, d.name
