@@ -96,6 +96,7 @@ def make_run(job_env: dict[str, str]) -> Iterator[Job]:
             os.killpg(job.proc.pid, signal.SIGKILL)
 
 
+@pytest.mark.browser
 def test_make_run_serves_gunicorn_with_whitenoise_and_debug_off_and_runs_the_demo(make_run, monkeypatch):
     job = make_run
     job.wait_for_log("Demo hello: SUCCEEDED")
