@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from executions import destinations as destination_rows
-from executions import kick, leases, payloads, records, retry, state, vertices
+from executions import kick, leases, metrics, payloads, records, retry, state, vertices
 from executions.handlers import NonRetryable
 from executions.leases import ClaimedStep
 from executions.models import ExecutionStatus, StepStatus
@@ -161,6 +161,7 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
             key = "retry" if outcome.retryable and run.attempt < run.claimed.max_attempts else "failed"
         groups.setdefault(key, []).append((run, outcome))
     moved = _apply(cursor, groups)
+    metrics.steps_committed(groups, moved)
     # A step back to waiting (a retry backoff, a timer, a merge) means its execution has started.
     start_executions(cursor, [r for key in ("retry", "wait", "signal") for r, _ in groups.get(key, [])
                               if r.step_id in moved])
@@ -203,6 +204,7 @@ def _json(value: Any) -> str | None:
 
 def note_fenced(cursor: Any, stale: Sequence[StepRun], message: str) -> None:
     """Record in each step's history that a stale worker's result was discarded (S5)."""
+    metrics.results_fenced(len(stale))
     for run in stale:
         log.warning("discarded a result for step %s (%s/%s, attempt %s): lease no longer held",
                     run.step_id, run.execution.id, run.vertex.id, run.attempt)
@@ -249,6 +251,7 @@ def reap(limit: int = 1000) -> tuple[int, int]:
     """Run the reaper once (its own transaction); returns (re-queued, failed)."""
     with transaction.atomic(), connection.cursor() as cursor:
         requeued, failed_rows = leases.reap(cursor, limit)
+        metrics.reaped(len(requeued), len(failed_rows))
         fail_executions(cursor, [(row["execution_id"], row["vertex"], row["error"], None) for row in failed_rows])
         if requeued:
             kick.work_created(cursor)

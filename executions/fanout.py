@@ -22,7 +22,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection
 
-from executions import cancel, payloads, quotas, records, retry, state, versions
+from executions import cancel, metrics, payloads, quotas, records, retry, state, versions
 from executions.handlers import NonRetryable
 from executions.merge_rule import VERDICTS, allowed_failures, explain
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
@@ -169,6 +169,7 @@ def spawn(step: StepRun) -> Outcome:
                 break  # S18: the merge has failed already; children not yet created never will be
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
+            metrics.children_created(inserted)
         created += inserted
         cursor_at = hi
     if cursor_at < fan["total"]:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions import kick, records
+from executions import kick, metrics, records
 from executions.merge_rule import FANOUT_DECIDED
 from executions.models import ExecutionStatus, StepStatus
 
@@ -187,6 +187,7 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
                              source=source, sets=sets or {}, skip_locked=False,
                              returning=("s.spawned_by_id", "s.parent_id", "s.status"), message=message)
     moved = _fetch(cursor, sql, params)
+    metrics.children_finished(moved)
     _propagate_to_fanouts(cursor, moved)
     return moved
 

@@ -31,9 +31,10 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads, registry, schedules, transient
+from executions import engine, kick, leases, metrics, payloads, registry, schedules, transient
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
+from schemabridge_site import logging as logs
 from workflows.dsl import ast
 
 log = logging.getLogger(__name__)
@@ -212,10 +213,12 @@ class Drain:
         if connection_lost(error) or isinstance(error, psycopg.Error):
             if now - self.trouble_since > DOWN_FOR_GOOD:
                 raise error
+            metrics.drain_error("connection_lost")
             log.warning("database connection lost in a drain (%s); reconnecting in %.1fs", error, pause)
             connection.close()
             self._close_listener()
         else:
+            metrics.drain_error("unexpected")
             log.exception("drain: unexpected %s; the drain goes on (its in-flight steps are kept)",
                           type(error).__name__)
         time.sleep(pause)  # back-off between failing turns; durable waiting is never done this way
@@ -250,9 +253,10 @@ class Drain:
             return 0
         if any(entry.run.claimed.suspect for entry in self.in_flight.values()):
             return 0  # a step that may kill its worker runs alone (leases.py, "Isolation")
-        with transaction.atomic(), connection.cursor() as cursor:
+        with metrics.timed(metrics.CLAIM_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             claimed = leases.claim(cursor, room, alone=not self.in_flight)
             runs = engine.load_runs(cursor, claimed)
+        metrics.steps_claimed(runs)
         for run in runs:
             entry = InFlight(run)
             future = self.pool.submit(self._execute, entry)
@@ -272,7 +276,8 @@ class Drain:
         if isinstance(vertex, ast.WorkVertex):
             entry.deadline = entry.started + vertex.timeout_seconds
         try:
-            return engine.execute(entry.run)
+            with logs.step_context(entry.run):
+                return engine.execute(entry.run)
         finally:
             if not isinstance(self.pool, InlineExecutor):
                 # Vertices that use the database do so on this thread's own connection.
@@ -344,12 +349,13 @@ class Drain:
 
     @staticmethod
     def _commit_once(results: list[tuple[StepRun, Outcome]]) -> None:
-        with transaction.atomic(), connection.cursor() as cursor:
+        with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             engine.commit(cursor, results)
 
     def _commit_apart(self, results: list[tuple[StepRun, Outcome]], error: DatabaseError) -> None:
         if len(results) == 1:
             run, _ = results[0]
+            metrics.drain_error("result_refused")
             log.error("step %s (%s): its result could not be recorded: %s", run.step_id, run.vertex.id, error)
             refused = failed(f"its result could not be recorded ({type(error).__name__}: {error})"[:2000],
                              retryable=False)

@@ -14,6 +14,9 @@ SB_PROXY_SSL_HEADER   HTTPS hardening: on by default when DEBUG is off (docs/sec
 SB_HANDLER_MODULES    comma-separated dotted modules of TASK handlers, imported at start-up by
               every process (web, workers, commands), as is each installed app's ``sb_handlers``
               module (docs/dsl.md, "Handler packages").
+SB_METRICS_TOKEN      the bearer token that opens /metrics (unset: /metrics answers 404).
+PROMETHEUS_MULTIPROC_DIR  where each process writes its metrics (``sb_up`` sets it; docs/operations.md).
+LOG_FORMAT            "json": one JSON object per log line (docs/operations.md); else plain text.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from schemabridge_site.logging import formatter_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -92,6 +97,8 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SB_SECURE_COOKIES", _SECU
 SECURE_HSTS_SECONDS = env_int("SB_HSTS_SECONDS", 31_536_000 if _SECURE else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SB_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
 SECURE_HSTS_PRELOAD = env_bool("SB_HSTS_PRELOAD", _SECURE)
+# Load balancers and orchestrators probe the process itself, over plain http.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # Behind a TLS-terminating proxy: the header it sets for https requests, e.g.
 # SB_PROXY_SSL_HEADER=X-Forwarded-Proto (only if the proxy always sets or strips it).
 if os.environ.get("SB_PROXY_SSL_HEADER", "").strip():
@@ -128,6 +135,8 @@ SB_HANDLER_MODULES = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files straight from the web process, compressed and cached (docs/operations.md).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -203,6 +212,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "static_collected"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# `manage.py collectstatic` (sb_up runs it) writes hashed, compressed copies that WhiteNoise
+# serves with far-future cache headers.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# A file missing from the manifest is linked unhashed (a 404 for that file), not a 500 page.
+WHITENOISE_MANIFEST_STRICT = False
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "ui:execution-list"
@@ -323,6 +340,8 @@ SB: dict[str, Any] = {
     # Fernet keys (comma-separated; the first seals) for destination credentials at rest.
     # Unset: credentials cannot be stored. See executions/credentials.py.
     "CREDENTIALS_KEY": os.environ.get("SB_CREDENTIALS_KEY", ""),
+    # The bearer token that opens /metrics; unset or empty: /metrics does not exist (404).
+    "METRICS_TOKEN": os.environ.get("SB_METRICS_TOKEN", "").strip(),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()
@@ -332,8 +351,9 @@ SB: dict[str, Any] = {
 LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOG_FORMAT=json: one JSON object per line, with execution, step and workspace where known.
+    "formatters": {"default": formatter_config(os.environ.get("LOG_FORMAT", ""))},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

@@ -22,3 +22,5 @@ SECURE_HSTS_SECONDS = 0
 # The suite must never wait on a lease from a killed test worker for long.
 SB["LEASE_SECONDS"] = float(os.environ.get("SB_LEASE_SECONDS", "30"))  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests only
+# No collectstatic before a test run: templates name the static files as they are.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

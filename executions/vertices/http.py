@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from executions import credentials, destinations, outbound
+from executions import credentials, destinations, metrics, outbound
 from executions.handlers import NonRetryable
 from executions.outcomes import Outcome, failed, succeeded
 from executions.runs import StepRun
@@ -49,6 +49,7 @@ def run(step: StepRun) -> Outcome:
     started = time.monotonic()
 
     def record(status: int | None, error: str) -> None:
+        metrics.destination_call(step.execution.workspace_id, destination["name"], status, time.monotonic() - started)
         destinations.record_call(destination["id"], step.step_id, status, time.monotonic() - started,
                                  credentials.redact(error, hidden))
 
