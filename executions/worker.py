@@ -10,7 +10,7 @@ in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
-``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, and
+``tick`` runs on a django-q2 schedule (every minute): reap, apply payload and upload retention, and
 make sure a drain runs when work is due. Cluster start-up (``post_spawn``) kicks too.
 """
 
@@ -30,7 +30,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads, transient
+from executions import engine, kick, leases, payloads, transient, uploads
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from workflows.dsl import ast
@@ -542,14 +542,17 @@ def _drain_resiliently() -> int:
 
 
 def tick() -> dict[str, int]:
-    """Scheduled task: reap expired leases, apply payload retention, wake a drain if due."""
+    """Scheduled task: reap expired leases, apply payload and upload retention, wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
     with transaction.atomic(), connection.cursor() as cursor:
         deleted = payloads.apply_retention(cursor)
+    with transaction.atomic(), connection.cursor() as cursor:
+        uploads_deleted = uploads.apply_retention(cursor)
     if work_pending():
         kick.request_drain(force=True)
-    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted}
+    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted,
+            "uploads_deleted": uploads_deleted}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:
