@@ -36,7 +36,6 @@ STARTER_KEY = """
 """
 
 
-INPUT_EDITED = "input edited"  # the start of the event note an edited retry leaves (selectors show it)
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
 
 
@@ -309,8 +308,9 @@ def _replace_input(cursor: Any, execution: Execution, step: Step, text: str, act
     payloads.put_many(cursor, [(execution.pk, payloads.INPUT, text)])
     size = len(text.encode())
     was = f"{before.size_bytes:,} bytes" if before else "none"
-    state.note(cursor, [(execution.pk, step.pk, step.vertex, step.attempt + 1,
-                         f"{INPUT_EDITED} by {actor or 'an operator'} for this retry (was {was}, now {size:,} bytes)")])
+    message = (f"{selectors.steps.INPUT_EDITED} by {actor or 'an operator'} for this retry "
+               f"(was {was}, now {size:,} bytes)")
+    state.note(cursor, [(execution.pk, step.pk, step.vertex, step.attempt + 1, message)])
 
 
 def retry_failed_children(parent: Execution, *, spawner: str | None = None, actor: str = "",
