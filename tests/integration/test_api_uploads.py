@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.test import Client
 
 from executions import payloads, uploads
 from executions.models import Execution, Upload, UploadItem
 from executions.selectors import payloads as payload_reads
 from tests.support import helpers
 from tests.support.clients import api, ok, problem
+from tests.support.factories import member
 from workflows.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -157,3 +159,18 @@ def test_sb_run_items_file(workspace: Any, tmp_path: Any) -> None:
         {"id": "1", "amount": "10"}, {"id": "2", "amount": "20"}]}}
     helpers.run_engine()
     assert helpers.child_counts(execution) == {"SUCCEEDED": 2}
+
+
+def test_a_browser_session_uploads_with_its_csrf_token_and_a_viewer_is_refused_unread(workspace: Any) -> None:
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(member(workspace, "operator", "oper"))
+    browser.get("/workflows/")  # sets the CSRF cookie, as the console page does
+    token = browser.cookies["csrftoken"].value
+    assert problem(post(browser, "1\n"), 403)["detail"].startswith("CSRF")
+    assert ok(post(browser, "1\n2\n", HTTP_X_CSRFTOKEN=token), 201)["items"] == 2
+    viewer = Client(enforce_csrf_checks=True)
+    viewer.force_login(member(workspace, "viewer", "view"))
+    viewer.get("/workflows/")
+    refused = post(viewer, '{"a": 1}\n', HTTP_X_CSRFTOKEN=viewer.cookies["csrftoken"].value,
+                   CONTENT_LENGTH=str(10**12))
+    assert problem(refused, 403)["code"] == "forbidden"

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from executions import uploads
 from executions.api import serializers as s
+from executions.api.parsers import Unread
 from executions.api.views.base import ApiView, acting, writes
 from workflows.models import Role
 
@@ -20,6 +21,8 @@ BODY = {"type": "string", "format": "binary"}
 
 
 class CreateUpload(ApiView):
+    parser_classes = [Unread]
+
     @extend_schema(
         operation_id="create_upload", tags=TAG,
         request={"application/x-ndjson": BODY, "text/csv": BODY},
