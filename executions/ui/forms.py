@@ -228,4 +228,6 @@ class StartForm(JsonInputForm):
 
 
 class RetryInputForm(JsonInputForm):
-    pass
+    # Required: an absent input must not read as "{}" and replace the stored one.
+    input = forms.CharField(required=True, strip=True, max_length=8 * 1024 * 1024,
+                            error_messages={"required": "Give the edited input as JSON."})

@@ -63,6 +63,7 @@ def test_an_edited_retry_is_validated_and_refused_like_the_api(workspace):
     page = text(operator.get(reverse("ui:execution-detail", args=[child.pk])))
     assert "Retry with an edited input" in page
     assert operator.post(url, {"input": "[1,"}, **HTMX).status_code == 400
+    assert operator.post(url, {}, **HTMX).status_code == 400  # no input is not "{}"
     done = operator.post(url, {"input": '{"i": 1, "fail": false}'}, **HTMX)
     assert done.status_code == 200 and "with the edited input" in done.content.decode()
     assert operator.post(url, {"input": "{}"}, **HTMX).status_code == 409  # no longer FAILED
