@@ -53,6 +53,11 @@ def test_a_jsonl_upload_feeds_a_fan_out_without_passing_through_the_request(work
     execution = Execution.objects.get(pk=started["id"])
     stored = payload_reads.input_of(execution)
     assert stored == {"note": "kept", "entries": [{"i": i, "fail": i == 2} for i in range(5)]}
+    with connection.cursor() as cursor:  # the store counts the filled input, not the marker
+        cursor.execute("SELECT size_bytes, octet_length(data::text) FROM executions_payload "
+                       "WHERE execution_id = %s AND name = 'input'", [execution.pk])
+        size, actual = cursor.fetchone()
+    assert size == actual > len(lines)
     helpers.run_engine()
     assert helpers.child_counts(execution) == {"SUCCEEDED": 4, "FAILED": 1}
     failed = Execution.objects.get(parent=execution, status="FAILED")
