@@ -389,3 +389,45 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class UploadFormat(models.TextChoices):
+    JSONL = "jsonl"  # application/x-ndjson: one JSON value per line
+    CSV = "csv"  # text/csv: a header row, then one object of strings per row
+
+
+class Upload(models.Model):
+    """A list of items received as a file (executions/uploads.py), kept until a start names
+    it (``{"$upload": id}``) and copies it into the execution's input; deleted a retention
+    period after its creation or last use. Its items count towards the payload store."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    format = models.CharField(max_length=8, choices=UploadFormat.choices)
+    items = models.PositiveBigIntegerField()
+    bytes = models.PositiveBigIntegerField(help_text="Bytes of the body received.")
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="upload_created")]
+
+    def __str__(self) -> str:
+        return f"upload {self.id} ({self.items:,} items)"
+
+
+class UploadItem(models.Model):
+    """One item of an upload, in file order. Live bytes are summed into PayloadUsage by the
+    payload store's trigger (migration 0013_uploads), so uploads count towards its capacity."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="+", db_index=False)
+    index = models.PositiveIntegerField()
+    data = models.JSONField()
+    size_bytes = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["upload", "index"], name="upload_item_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.upload_id}[{self.index}]"

@@ -38,6 +38,18 @@ MERGE_OUTPUT = """
 """
 
 
+# Put an upload's items, as a list in file order, at a path inside a stored payload.
+FILL_FROM_UPLOAD = """
+    UPDATE executions_payload p SET data = filled.data, size_bytes = octet_length(filled.data::text)
+    FROM (
+        SELECT jsonb_set(p.data, %(path)s::text[], (
+                   SELECT coalesce(jsonb_agg(i.data ORDER BY i.index), '[]'::jsonb)
+                   FROM executions_uploaditem i WHERE i.upload_id = %(upload)s)) AS data
+        FROM executions_payload p WHERE p.execution_id = %(execution)s AND p.name = %(name)s
+    ) filled
+    WHERE p.execution_id = %(execution)s AND p.name = %(name)s
+"""
+
 LOAD = """
     SELECT p.execution_id, p.name, p.data
     FROM executions_payload p
@@ -100,6 +112,12 @@ def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:
         "data": [entry[2] for entry in entries],
         "sizes": [len(entry[2].encode()) for entry in entries],
     })
+
+
+def fill_from_upload(cursor: Any, execution_id: Any, name: str, *, path: list[str], upload: Any) -> None:
+    """Replace the value at ``path`` in a stored payload with the items of ``upload``
+    (executions/uploads.py), in file order; the list never leaves the database."""
+    cursor.execute(FILL_FROM_UPLOAD, {"execution": execution_id, "name": name, "path": path, "upload": upload})
 
 
 def decode(value: Any) -> Any:

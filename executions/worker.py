@@ -10,9 +10,9 @@ in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
-``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, start
-due cron schedules (executions/schedules.py), and make sure a drain runs when work is due.
-Cluster start-up (``post_spawn``) starts due schedules and kicks too.
+``tick`` runs on a django-q2 schedule (every minute): reap, apply payload and upload
+retention, start due cron schedules (executions/schedules.py), and make sure a drain runs when
+work is due. Cluster start-up (``post_spawn``) starts due schedules and kicks too.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, metrics, payloads, registry, schedules, transient
+from executions import engine, kick, leases, metrics, payloads, registry, schedules, transient, uploads
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from schemabridge_site import logging as logs
@@ -550,18 +550,20 @@ def _drain_resiliently() -> int:
 
 
 def tick() -> dict[str, int]:
-    """Scheduled task: reap expired leases, apply payload retention, delete expired worker
-    registrations, start due schedules, wake a drain if due."""
+    """Scheduled task: reap expired leases, apply payload and upload retention, delete expired
+    worker registrations, start due schedules, wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
     with transaction.atomic(), connection.cursor() as cursor:
         deleted = payloads.apply_retention(cursor)
         workers_expired = registry.expire(cursor)
+    with transaction.atomic(), connection.cursor() as cursor:
+        uploads_deleted = uploads.apply_retention(cursor)
     scheduled = schedules.fire_due()
     if work_pending():
         kick.request_drain(force=True)
     return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted,
-            "workers_expired": workers_expired, "scheduled": scheduled}
+            "uploads_deleted": uploads_deleted, "workers_expired": workers_expired, "scheduled": scheduled}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:

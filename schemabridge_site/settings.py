@@ -334,6 +334,10 @@ SB: dict[str, Any] = {
     "MAX_START_BYTES": env_int("SB_MAX_START_BYTES", 8 * 1024 * 1024),
     "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
     "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
+    # Largest upload (POST /api/v1/uploads, streamed: never held in memory whole), and how long
+    # an upload is kept after its creation or last use by a start (executions/uploads.py).
+    "UPLOAD_MAX_BYTES": env_int("SB_UPLOAD_MAX_BYTES", 1024**3),
+    "UPLOAD_RETENTION_SECONDS": env_float("SB_UPLOAD_RETENTION_SECONDS", 24 * 3600),
     # Outbound HTTP reaches public addresses only; this opens chosen networks and hosts
     # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/outbound.py.
     "OUTBOUND_ALLOW": os.environ.get("SB_OUTBOUND_ALLOW", ""),

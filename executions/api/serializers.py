@@ -81,6 +81,19 @@ class StartExecution(StrictSerializer):
         return attrs
 
 
+class RetryExecution(StrictSerializer):
+    input = serializers.JSONField(required=False, allow_null=True,
+                                  help_text="Replace the execution's input before retrying (any JSON). The edit "
+                                            "is noted in its events and the audit log.")
+
+
+class UploadSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text='Name it in a start\'s input: `{"entries": {"$upload": "<id>"}}`.')
+    items = serializers.IntegerField(help_text="Items stored (blank lines are skipped).")
+    bytes = serializers.IntegerField(help_text="Bytes of the body received.")
+    format = serializers.ChoiceField(choices=["jsonl", "csv"])
+
+
 class RetryFailedChildren(StrictSerializer):
     spawner = vertex_field(required=False, help_text="Only children of this SPAWNER vertex.")
 

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from executions.api import converters
-from executions.api.views import actions, destinations, executions, schedules, workflows
+from executions.api.views import actions, destinations, executions, schedules, uploads, workflows
 from executions.api.views.base import ApiView
 
 converters.register()
@@ -57,6 +57,7 @@ urlpatterns = [
          name="cancel-open-children"),
     path("executions/<execid:id>/steps/<vertex:vertex>/retry", on_path(actions.RetryStep), name="retry-step"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
+    path("uploads", on_path(uploads.CreateUpload), name="uploads"),
     path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),
          name="destinations"),
     path("destinations/<destname:name>", on_path(destinations.DestinationDetail, destinations.UpdateDestination),

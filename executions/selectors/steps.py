@@ -27,3 +27,12 @@ def events(execution: Execution, *, after: int = 0, limit: int) -> list[Event]:
     """Up to ``limit`` events of ``execution`` (its steps' included) with an id above
     ``after``, oldest first."""
     return list(Event.objects.filter(execution_id=execution.pk, id__gt=after).order_by("id")[:limit])
+
+
+INPUT_EDITED = "input edited"  # how the event note of a retry with an edited input begins (services.py)
+
+
+def input_edits(execution: Execution) -> list[Event]:
+    """The notes of retries with an edited input, newest first."""
+    return list(Event.objects.filter(execution_id=execution.pk, message__startswith=INPUT_EDITED)
+                .order_by("-id")[:20])

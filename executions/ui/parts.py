@@ -56,6 +56,7 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "version_admin": reverse("admin:workflows_workflowversion_change", args=[execution.version_id]),
         "can_operate": access.can_operate(request, execution),
         "reserved": sudo.is_reserved(execution.workflow.key),
+        "input_edits": selectors.steps.input_edits(execution),
     }
     poll = Poll("execution-header", _url("execution-header", execution.pk), live=not execution.is_terminal)
     return render_fragment(request, "ui/execution/_header.html", context, poll)

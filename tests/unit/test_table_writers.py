@@ -23,6 +23,8 @@ OWNERS: dict[str, set[str]] = {
     "executions_fanout": {"executions/fanout.py",  # plan and spawn cursor
                           "executions/state.py"},  # child counters, moved with each child's transition
     "executions_payload": {"executions/payloads.py"},
+    "executions_upload": {"executions/uploads.py"},
+    "executions_uploaditem": {"executions/uploads.py"},
     "executions_quotausage": {"executions/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
