@@ -21,7 +21,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from executions import cancel, kick, payloads, quotas, records, retry, selectors, state, transient, versions
+from executions import (cancel, kick, payloads, quotas, records, retention, retry, selectors, state, transient,
+                        versions)
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
@@ -265,6 +266,7 @@ def _retry_steps(execution: Execution, steps: list[Step], actor: str) -> list[St
             raise Conflict("the step is no longer FAILED")
         if not state.retry_executions(cursor, [execution.pk], message=message):
             raise Conflict("the execution is no longer FAILED")
+        retention.require_payloads(cursor, [execution.pk])  # S19: never run with a purged input
         kick.work_created(cursor)
     return list(Step.objects.filter(pk__in=[s.pk for s in steps]))
 
@@ -294,7 +296,9 @@ def retry_failed_children(parent: Execution, *, spawner: str | None = None, acto
                                          budgets=[row[1] for row in failed_steps], message=message)
         if not moved:
             return 0
-        children = state.retry_executions(cursor, sorted({row["execution_id"] for row in moved}), message=message)
+        retried = sorted({row["execution_id"] for row in moved})
+        children = state.retry_executions(cursor, retried, message=message)
+        retention.require_payloads(cursor, retried)  # S19: never run with a purged input
         kick.work_created(cursor)
         return children
 

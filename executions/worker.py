@@ -10,7 +10,7 @@ in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
-``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, and
+``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass, and
 make sure a drain runs when work is due. Cluster start-up (``post_spawn``) kicks too.
 """
 
@@ -30,7 +30,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads, transient
+from executions import engine, kick, leases, retention, transient
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from workflows.dsl import ast
@@ -541,15 +541,15 @@ def _drain_resiliently() -> int:
         return 0
 
 
-def tick() -> dict[str, int]:
-    """Scheduled task: reap expired leases, apply payload retention, wake a drain if due."""
+def tick() -> dict[str, Any]:
+    """Scheduled task: reap expired leases, run a retention pass bounded by
+    ``RETENTION_TICK_SECONDS`` (the one ``sb_gc`` runs, S19), wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
-    with transaction.atomic(), connection.cursor() as cursor:
-        deleted = payloads.apply_retention(cursor)
+    gc = retention.run_pass(max_seconds=float(settings.SB["RETENTION_TICK_SECONDS"]))
     if work_pending():
         kick.request_drain(force=True)
-    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted}
+    return {"requeued": requeued, "failed": failed_steps, **gc.as_dict()}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:
