@@ -21,8 +21,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
-from executions import (cancel, kick, payloads, quotas, records, retention, retry, selectors, state, transient,
-                        versions)
+from executions import cancel, kick, payloads, quotas, records, retention, retry, selectors, state, transient, versions
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
