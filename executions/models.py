@@ -293,6 +293,9 @@ class FanOut(models.Model):
     max_failure_ratio = models.FloatField(default=1.0)
     allowed_failures = models.PositiveIntegerField(default=0)
     fail_fast = models.BooleanField(default=False)
+    # The payload bytes its children's inputs are expected to take (the stored list's size),
+    # counted at plan time so the fan-out never waits on bytes it wrote itself (S7).
+    expected_bytes = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:

@@ -130,6 +130,9 @@ UNCHAIN = """
     WHERE chained_from_id = ANY(%(ids)s::uuid[]) AND NOT (id = ANY(%(ids)s::uuid[]))
 """
 
+# Events are append-only; a trigger lets this transaction delete them (migration 0012).
+SANCTION = "SELECT set_config('schemabridge.retention', 'on', true)"
+
 # Each keyed by an index on the execution id; foreign keys are checked at commit (deferred).
 DELETE_TREE_ROWS = (
     "DELETE FROM executions_event WHERE execution_id = ANY(%(ids)s::uuid[])",
@@ -233,6 +236,7 @@ def _purge_tree(report: Report, root: uuid.UUID, budget: _Budget, size: int) -> 
                 return True
             _delete_payload_rows(cursor, ids, report)
             cursor.execute(UNCHAIN, {"ids": ids})
+            cursor.execute(SANCTION)
             for sql in DELETE_TREE_ROWS:
                 cursor.execute(sql, {"ids": ids})
             report.executions_deleted += cursor.rowcount

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 
 from executions import retention, services, worker
@@ -157,8 +157,8 @@ def test_whole_finished_trees_are_purged_after_the_retention_age(workspace, sett
     young = helpers.run_fanout(workspace, 2)
     age_tree(parent, 31 * DAY)
     age_tree(young, 29 * DAY)
-    audits = AuditEvent.objects.count()
-    api(workspace).post(f"/api/v1/executions/{Execution.objects.filter(parent=parent).first().pk}/retry")
+    succeeded = Execution.objects.get(parent=parent, item_index=1)
+    problem(api(workspace).post(f"/api/v1/executions/{succeeded.pk}/retry"), 409)  # audited, refused
     audits = AuditEvent.objects.count()
     assert audits > 0
 
@@ -285,3 +285,13 @@ def test_the_scheduled_tick_runs_the_same_pass(workspace, settings):
 
     assert result["trees_purged"] == 1 and result["executions_deleted"] == 3
     assert not Execution.objects.filter(pk=parent.pk).exists()
+
+
+def test_events_are_deleted_by_retention_only(workspace):
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    execution = helpers.start(workspace, "noop", {})
+    helpers.run_engine()
+    with pytest.raises(DatabaseError, match="append-only; only data retention deletes them"), \
+            transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM executions_event WHERE execution_id = %s", [execution.pk])
+    assert Event.objects.filter(execution=execution).exists()
