@@ -9,6 +9,7 @@ goes after SB_RETENTION_SECONDS; a retry that needs a purged payload is refused.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from executions import retention, services, worker
 from executions.models import Event, Execution, FanOut, Payload, Step
 from tests.support import helpers
 from tests.support.clients import api, client_for, problem, text
+from tests.support.threads import race
 from workflows.errors import Conflict
 from workflows.models import AuditEvent, Role
 
@@ -295,3 +297,41 @@ def test_events_are_deleted_by_retention_only(workspace):
             transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM executions_event WHERE execution_id = %s", [execution.pk])
     assert Event.objects.filter(execution=execution).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_racing_the_freeze_of_its_tree_never_runs_without_its_input(workspace, settings, monkeypatch):
+    """The retry has moved its child (uncommitted) when retention freezes the tree and deletes
+    its payloads: the freeze cannot see the move, so the retry must see the stamp — it locks
+    the root last — and roll back."""
+    ages(settings)
+    parent = helpers.run_fanout(workspace, 3, failing=[1], merge_config=TOLERANT)
+    age_tree(parent, 8 * DAY)
+    failed = Execution.objects.get(parent=parent, item_index=1)
+    moved, frozen = threading.Event(), threading.Event()
+    original = retention.require_payloads
+
+    def paused(cursor: Any, ids: Any) -> None:
+        moved.set()
+        assert frozen.wait(30)
+        original(cursor, ids)
+
+    monkeypatch.setattr(retention, "require_payloads", paused)
+
+    def retry() -> str:
+        try:
+            services.retry_execution(failed)
+        except Conflict as refused:
+            return str(refused)
+        return "retried"
+
+    def gc() -> int:
+        assert moved.wait(30)
+        report = retention.run_pass()
+        frozen.set()
+        return report.payloads_deleted
+
+    outcome, deleted = race(retry, gc)
+
+    assert deleted > 0 and outcome.startswith("cannot retry: the payloads of its tree were deleted at")
+    assert helpers.refresh(failed).status == "FAILED" and not Step.objects.filter(execution=failed, status="READY")
