@@ -218,8 +218,8 @@ class Step(models.Model):
 
 
 class Event(models.Model):
-    """Append-only history of every status transition (and a few notes). A database
-    trigger refuses UPDATE."""
+    """Append-only history of every status transition (and a few notes). Database triggers
+    refuse UPDATE, and DELETE except by data retention's purge (migration 0012)."""
 
     # No FK constraints here: events are written only by state.py's statements, which select
     # the rows they describe, and a constraint check per event costs the hot path dearly.
