@@ -269,6 +269,10 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     output = serializers.JSONField(source="detail.output", allow_null=True)
     steps = StepSerializer(many=True, source="detail.steps")
     fanouts = FanOutSerializer(many=True, source="detail.fanouts")
+    payloads_purged_at = serializers.DateTimeField(
+        source="detail.payloads_purged_at", allow_null=True,
+        help_text="When data retention deleted the payloads of its tree (S19): input and output are then null "
+                  "and no retry is accepted.")
 
 
 class EventSerializer(serializers.Serializer):

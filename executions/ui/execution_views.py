@@ -60,6 +60,7 @@ def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
         "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
         "input": preview,
         "input_size": present.size(preview.size_bytes) if preview else "",
+        "payloads_purged_at": selectors.executions.payloads_purged_at(execution),
     }
     return render(request, "ui/execution.html", context)
 

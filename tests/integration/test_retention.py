@@ -125,6 +125,10 @@ def test_a_succeeded_tree_loses_its_payloads_and_a_retry_needing_them_is_refused
                                                           HTTP_HX_REQUEST="true")
     assert page.status_code == 409 and "payloads of its tree were deleted at" in text(page)
     assert helpers.refresh(failed).status == "FAILED", "nothing runs with a missing input"
+    detail = api(workspace).get(f"/api/v1/executions/{failed.pk}").json()
+    assert detail["payloads_purged_at"] is not None and detail["input"] is None
+    page = text(client_for(workspace, Role.VIEWER, "viewer").get(reverse("ui:execution-detail", args=[failed.pk])))
+    assert "Payloads deleted by data retention at" in page
     with pytest.raises(Conflict, match="payloads of its tree were deleted"):
         services.retry_failed_children(parent)
 
