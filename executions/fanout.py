@@ -1,9 +1,12 @@
 """Fan-out (S1–S10): spawning children in batches and deciding merges.
 
-Spawning. A SPAWNER step first checks payload pressure (S7: above the high-water mark it
-defers the whole fan-out), then — in one fenced transaction — counts the items, resolves and
-pins the target version, reserves the quota for all of them (S6: refusal creates nothing),
-and records the plan as a FanOut row. Then it walks the list in batches: each batch is one
+Spawning. A SPAWNER step first — in one fenced transaction — counts the items and checks
+payload pressure (S7: a fan-out whose children's inputs could never fit in the store fails
+with the numbers; above the high-water mark, or without room for its expected bytes, it
+defers the whole fan-out), resolves and pins the target version, reserves the quota for all
+of them (S6: refusal creates nothing), and records the plan, with its expected bytes, as a
+FanOut row. Between batches it defers only for bytes other than its own. Then it walks the
+list in batches: each batch is one
 ``INSERT … ON CONFLICT DO NOTHING`` of children on their per-item key (parent, vertex,
 index), their input payloads and first steps, committed together with the cursor (S2, S3).
 The list itself is never loaded into the worker: PostgreSQL indexes into the stored JSON
@@ -33,7 +36,8 @@ from workflows.dsl.paths import Path, PathNotFound, parse_path, render, resolve
 
 ITEMS_INFO = """
     SELECT jsonb_typeof(p.data #> %(path)s) AS kind,
-           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN jsonb_array_length(p.data #> %(path)s) END
+           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN jsonb_array_length(p.data #> %(path)s) END,
+           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN octet_length((p.data #> %(path)s)::text) END
     FROM executions_payload p WHERE p.execution_id = %(execution)s AND p.name = %(source)s
 """
 
@@ -68,10 +72,11 @@ LOCK_FANOUT = """
 CREATE_FANOUT = """
     INSERT INTO executions_fanout (step_id, execution_id, spawner_vertex, merge_vertex, target_version_id, total,
         cursor, created, spawn_complete, succeeded, failed, cancelled, tolerates_failed, tolerates_cancelled,
-        max_failure_ratio, allowed_failures, fail_fast, items_per_child, max_concurrency, free_slots, created_at)
+        max_failure_ratio, allowed_failures, fail_fast, items_per_child, max_concurrency, free_slots,
+        expected_bytes, created_at)
     VALUES (%(step)s, %(execution)s, %(vertex)s, %(merge)s, %(target)s, %(total)s, 0, 0, %(empty)s, 0, 0, 0,
             %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, %(per_child)s,
-            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), now())
+            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, now())
 """
 
 # One batch of the stored list, item by item, as JSON text (the default itemInput: the item).
@@ -147,11 +152,11 @@ def spawn(step: StepRun) -> Outcome:
     with step.transaction() as tx:
         fan = _fanout_row(tx.cursor, step.step_id)
     if fan is None:
-        deferral = _pressure_deferral()
-        if deferral:
-            return deferral
-        with step.transaction() as tx:
-            fan = _plan(tx.cursor, step, vertex)
+        try:
+            with step.transaction() as tx:
+                fan = _plan(tx.cursor, step, vertex)
+        except _NoRoom as full:
+            return _wait_for_room(full.reason)
     target = versions.get(fan["target_version_id"])
     start = target.workflow.vertices[target.workflow.start]
     walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
@@ -159,7 +164,7 @@ def spawn(step: StepRun) -> Outcome:
     batch_size = max(1, int(settings.SB["SPAWN_BATCH"]) // vertex.items_per_child)
     prelock = (LOCK_OWN_FANOUT, {"step": step.step_id}) if vertex.max_concurrency is not None else None
     while cursor_at < fan["total"]:
-        deferral = _pressure_deferral()
+        deferral = _pressure_deferral(fan)
         if deferral:
             return deferral
         hi = min(cursor_at + batch_size, fan["total"])
@@ -179,14 +184,30 @@ def spawn(step: StepRun) -> Outcome:
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
 
 
-def _pressure_deferral() -> Outcome | None:
+def _pressure_deferral(fan: dict[str, Any]) -> Outcome | None:
+    """S7, between batches: above the high-water mark a started fan-out waits (a durable
+    timer, no attempt used) — but leaving out the bytes it wrote itself (its expected bytes
+    in the share of items spawned), so it never waits on its own children's inputs."""
     with connection.cursor() as cursor:
         pressure = payloads.pressure(cursor)
-    if not pressure.above_high_water:
+    own = fan["expected_bytes"] * fan["cursor"] // fan["total"] if fan["total"] else 0
+    others = payloads.Pressure(max(0, pressure.used_bytes - own), pressure.capacity_bytes, pressure.high_water)
+    if not others.above_high_water:
         return None
+    return _wait_for_room(pressure.describe())
+
+
+class _NoRoom(Exception):
+    """The plan found that the fan-out's expected bytes do not fit now (nothing written)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _wait_for_room(reason: str) -> Outcome:
     seconds = float(settings.SB["PAYLOAD_DEFER_SECONDS"])
-    return wait(seconds=seconds, reason=f"payload pressure: {pressure.describe()}; fan-out deferred, "
-                                        f"re-checked every {seconds:g}s")
+    return wait(seconds=seconds, reason=f"payload pressure: {reason}; fan-out deferred, re-checked every {seconds:g}s")
 
 
 def _fanout_row(cursor: Any, step_id: int) -> dict[str, Any] | None:
@@ -204,12 +225,13 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
     where = "the execution input" if source == payloads.INPUT else f"the output of step '{source}'"
     if info is None:
         raise NonRetryable(f"items {vertex.items}: {where} is empty (no payload stored)")
-    kind, total = info
+    kind, total, expected = info
     if kind is None:
         raise NonRetryable(f"items {vertex.items}: nothing there in {where}")
     if kind != "array":
         raise NonRetryable(f"items {vertex.items}: is a JSON {kind}, not a list")
     total = -(-total // vertex.items_per_child)  # children, not items: one per batch of itemsPerChild
+    _must_fit(cursor, total, expected)
     target_id = _target_version(cursor, step, vertex)
     try:
         quotas.reserve(cursor, step.execution.workspace_id, total)
@@ -223,11 +245,28 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "tol_cancelled": bool(merge and "CANCELLED" in merge.tolerate_child_failures),
         "ratio": merge.max_failure_ratio if merge else 1.0,
         "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total),
-        "fail_fast": bool(merge and merge.fail_fast),
+        "fail_fast": bool(merge and merge.fail_fast), "expected": expected,
         "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency,
     }
     cursor.execute(CREATE_FANOUT, params)
     return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+
+
+def _must_fit(cursor: Any, total: int, expected: int) -> None:
+    """S7, at plan time: a fan-out whose children's inputs (about the stored list's size)
+    could not fit in the payload store even if it held nothing else fails now, with the
+    numbers, instead of deferring for ever; one that does not fit beside what is stored now
+    waits for retention (``_NoRoom``)."""
+    pressure = payloads.pressure(cursor)
+    if not total:
+        return
+    if expected > pressure.capacity_bytes:
+        raise NonRetryable(f"payload store too small: needs {expected:,} bytes for {total:,} children's inputs, "
+                           f"capacity {pressure.capacity_bytes:,} ({pressure.used_bytes:,} in use)")
+    if pressure.above_high_water:
+        raise _NoRoom(pressure.describe())
+    if pressure.used_bytes + expected > pressure.capacity_bytes:
+        raise _NoRoom(f"{pressure.describe()}; this fan-out needs {expected:,} more bytes")
 
 
 def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:

@@ -61,8 +61,11 @@ class Execution(models.Model):
                                db_index=False)
     root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                              db_index=False)
+    # No constraint: with no index on this column (one per child would cost every fan-out),
+    # each step the purge deletes would make PostgreSQL scan the execution table to check it.
+    # The spawner writes it with its own step id (records.py); the parent FK ties the child.
     spawned_by = models.ForeignKey("Step", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                   db_index=False)
+                                   db_index=False, db_constraint=False)
     spawn_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not a child
     item_index = models.IntegerField(null=True, blank=True)
     depth = models.PositiveSmallIntegerField(default=0)
@@ -73,6 +76,13 @@ class Execution(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Data lifecycle (S19, executions/retention.py), on roots only: when retention began to
+    # delete this tree's payloads (from then on no retry in the tree is accepted), and while
+    # it is under way, where it got to in the tree's (depth, id) order.
+    payloads_purged_at = models.DateTimeField(null=True, blank=True)
+    retention_depth = models.SmallIntegerField(null=True, blank=True)
+    retention_after = models.UUIDField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -89,7 +99,16 @@ class Execution(models.Model):
             models.Index(fields=["workspace", "status", "-created_at"], name="execution_ws_status"),
             models.Index(fields=["workflow", "-created_at"], name="execution_workflow"),
             models.Index(fields=["parent", "status"], name="execution_parent_status"),
-            models.Index(fields=["root"], name="execution_root"),
+            # A tree in depth order: retention walks it by keyset and purges it bottom-up.
+            models.Index(fields=["root", "depth", "id"], name="execution_root_tree"),
+            # Retention's candidates (S19): finished roots, oldest first — the SUCCEEDED ones
+            # whose payloads are still there, and every finished one for the purge.
+            models.Index(fields=["finished_at", "id"], name="execution_payload_retention",
+                         condition=Q(parent__isnull=True, status="SUCCEEDED", payloads_purged_at__isnull=True)),
+            models.Index(fields=["finished_at", "id"], name="execution_finished_roots",
+                         condition=Q(parent__isnull=True, status__in=["SUCCEEDED", "FAILED", "CANCELLED"])),
+            models.Index(fields=["payloads_purged_at"], name="execution_retention_under_way",
+                         condition=Q(retention_after__isnull=False)),
             models.Index(fields=["version"], name="execution_version"),
             models.Index(fields=["chained_from"], name="execution_chained_from",
                          condition=Q(chained_from__isnull=False)),
@@ -199,8 +218,8 @@ class Step(models.Model):
 
 
 class Event(models.Model):
-    """Append-only history of every status transition (and a few notes). A database
-    trigger refuses UPDATE."""
+    """Append-only history of every status transition (and a few notes). Database triggers
+    refuse UPDATE, and DELETE except by data retention's purge (migration 0016_event_delete_guard)."""
 
     # No FK constraints here: events are written only by state.py's statements, which select
     # the rows they describe, and a constraint check per event costs the hot path dearly.
@@ -284,6 +303,9 @@ class FanOut(models.Model):
     max_concurrency = models.PositiveIntegerField(null=True, blank=True)
     free_slots = models.IntegerField(db_default=0)
     release_cursor = models.PositiveIntegerField(db_default=0)
+    # The payload bytes its children's inputs are expected to take (the stored list's size),
+    # counted at plan time so the fan-out never waits on bytes it wrote itself (S7).
+    expected_bytes = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:

@@ -59,19 +59,6 @@ LOAD = """
 
 USAGE = "SELECT coalesce(sum(bytes), 0) FROM executions_payloadusage"
 
-# Payloads of executions whose whole tree (the root) finished before the cutoff.
-RETENTION = """
-    WITH old AS (
-        SELECT e.id FROM executions_execution e
-        JOIN executions_execution r ON r.id = e.root_id
-        WHERE r.finished_at < now() - make_interval(secs => %(age)s)
-          AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
-        LIMIT %(limit)s
-    )
-    DELETE FROM executions_payload p USING old WHERE p.execution_id = old.id
-"""
-
-
 class PayloadError(ValueError):
     pass
 
@@ -158,9 +145,3 @@ def pressure(cursor: Any) -> Pressure:
     used = int(cursor.fetchone()[0])
     return Pressure(used, int(settings.SB["PAYLOAD_CAPACITY_BYTES"]), float(settings.SB["PAYLOAD_HIGH_WATER"]))
 
-
-def apply_retention(cursor: Any, *, age_seconds: float | None = None, limit: int = 5000) -> int:
-    """Delete payloads of finished trees older than the retention age; returns rows deleted."""
-    age = settings.SB["PAYLOAD_RETENTION_SECONDS"] if age_seconds is None else age_seconds
-    cursor.execute(RETENTION, {"age": float(age), "limit": limit})
-    return int(cursor.rowcount)

@@ -21,7 +21,20 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import OperationalError, connection, transaction
 
-from executions import cancel, kick, payloads, quotas, records, retry, selectors, state, transient, uploads, versions
+from executions import (
+    cancel,
+    kick,
+    payloads,
+    quotas,
+    records,
+    retention,
+    retry,
+    selectors,
+    state,
+    transient,
+    uploads,
+    versions,
+)
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
@@ -302,6 +315,7 @@ def _retry_steps(execution: Execution, steps: list[Step], actor: str, *, input: 
             raise Conflict("the step is no longer FAILED")
         if not state.retry_executions(cursor, [execution.pk], message=message):
             raise Conflict("the execution is no longer FAILED")
+        retention.require_payloads(cursor, [execution.pk])  # S19: never run with a purged input
         if input is not None:
             _replace_input(cursor, execution, steps[0], input, actor)
         kick.work_created(cursor)
@@ -343,7 +357,9 @@ def retry_failed_children(parent: Execution, *, spawner: str | None = None, acto
                                          budgets=[row[1] for row in failed_steps], message=message)
         if not moved:
             return 0
-        children = state.retry_executions(cursor, sorted({row["execution_id"] for row in moved}), message=message)
+        retried = sorted({row["execution_id"] for row in moved})
+        children = state.retry_executions(cursor, retried, message=message)
+        retention.require_payloads(cursor, retried)  # S19: never run with a purged input
         kick.work_created(cursor)
         return children
 

@@ -10,9 +10,10 @@ in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
-``tick`` runs on a django-q2 schedule (every minute): reap, apply payload and upload
-retention, start due cron schedules (executions/schedules.py), and make sure a drain runs when
-work is due. Cluster start-up (``post_spawn``) starts due schedules and kicks too.
+``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass (the
+one ``sb_gc`` runs, S19), expire uploads and worker registrations, start due cron schedules
+(executions/schedules.py), and make sure a drain runs when work is due. Cluster start-up
+(``post_spawn``) starts due schedules and kicks too.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, metrics, payloads, registry, schedules, transient, uploads
+from executions import engine, kick, leases, metrics, registry, retention, schedules, transient, uploads
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
 from schemabridge_site import logging as logs
@@ -549,21 +550,21 @@ def _drain_resiliently() -> int:
         return 0
 
 
-def tick() -> dict[str, int]:
-    """Scheduled task: reap expired leases, apply payload and upload retention, delete expired
-    worker registrations, start due schedules, wake a drain if due."""
+def tick() -> dict[str, Any]:
+    """Scheduled task: reap expired leases, run a retention pass bounded by
+    ``RETENTION_TICK_SECONDS`` (the one ``sb_gc`` runs, S19), apply upload retention, delete
+    expired worker registrations, start due schedules, wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
+    gc = retention.run_pass(max_seconds=float(settings.SB["RETENTION_TICK_SECONDS"]))
     with transaction.atomic(), connection.cursor() as cursor:
-        deleted = payloads.apply_retention(cursor)
         workers_expired = registry.expire(cursor)
-    with transaction.atomic(), connection.cursor() as cursor:
         uploads_deleted = uploads.apply_retention(cursor)
     scheduled = schedules.fire_due()
     if work_pending():
         kick.request_drain(force=True)
-    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted,
-            "uploads_deleted": uploads_deleted, "workers_expired": workers_expired, "scheduled": scheduled}
+    return {"requeued": requeued, "failed": failed_steps, **gc.as_dict(), "uploads_deleted": uploads_deleted,
+            "workers_expired": workers_expired, "scheduled": scheduled}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:

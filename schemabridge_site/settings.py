@@ -317,8 +317,14 @@ SB: dict[str, Any] = {
     "PAYLOAD_CAPACITY_BYTES": env_int("SB_PAYLOAD_CAPACITY_BYTES", 2 * 1024**3),
     "PAYLOAD_HIGH_WATER": env_float("SB_PAYLOAD_HIGH_WATER", 0.8),
     "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
-    # Payloads of finished executions are deleted this long after their root finished.
+    # Data lifecycle (S19, executions/retention.py): payloads of SUCCEEDED trees are deleted
+    # this long after their root finished; whole finished trees (any outcome) after
+    # RETENTION_SECONDS. A pass works in batches of RETENTION_BATCH executions; the tick's
+    # pass stops after RETENTION_TICK_SECONDS (the next one resumes).
     "PAYLOAD_RETENTION_SECONDS": env_float("SB_PAYLOAD_RETENTION_SECONDS", 7 * 24 * 3600),
+    "RETENTION_SECONDS": env_float("SB_RETENTION_SECONDS", 30 * 24 * 3600),
+    "RETENTION_BATCH": env_int("SB_RETENTION_BATCH", 2000),
+    "RETENTION_TICK_SECONDS": env_float("SB_RETENTION_TICK_SECONDS", 20.0),
     # This deployment's name in system actors' signed claims (S15): a claim signed for another
     # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
     # set it explicitly in production so that rotating SECRET_KEY does not change it.

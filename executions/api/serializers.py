@@ -16,7 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions import destinations, schedules
+from executions import destinations, schedules, selectors
 from executions.models import ExecutionStatus, StepStatus
 from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
@@ -273,9 +273,21 @@ class AncestorSerializer(serializers.Serializer):
     item_index = serializers.IntegerField(allow_null=True)
 
 
+class WaitingSerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="children, signal, timer, retry backoff, payload pressure, quota or "
+                                           "deferred.")
+    reason = serializers.CharField()
+    next_check_at = serializers.DateTimeField(allow_null=True, help_text="When it is looked at again (null: when a "
+                                                                         "signal wakes it, e.g. its children).")
+
+
 class StepSerializer(serializers.Serializer):
     vertex = serializers.CharField()
-    status = serializers.ChoiceField(choices=StepStatus.choices)
+    status = serializers.ChoiceField(choices=StepStatus.choices, help_text="The stored status. A step deferred "
+                                     "until a due time (timer, backoff, payload pressure) stays READY.")
+    display_status = serializers.SerializerMethodField(help_text="What operators see: WAITING for any step that "
+                                                       "waits (see waiting), else status.")
+    waiting = serializers.SerializerMethodField(help_text="How it waits (null: it does not).")
     prev_vertex = serializers.CharField(allow_null=True)
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
@@ -287,6 +299,15 @@ class StepSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.ChoiceField(choices=StepStatus.choices))
+    def get_display_status(self, step: Any) -> str:
+        return str(selectors.steps.display_status(step))
+
+    @extend_schema_field(WaitingSerializer(allow_null=True))
+    def get_waiting(self, step: Any) -> dict[str, Any] | None:
+        found = selectors.steps.waiting(step)
+        return None if found is None else WaitingSerializer(found).data
 
 
 class FanOutSerializer(serializers.Serializer):
@@ -314,6 +335,10 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     output = serializers.JSONField(source="detail.output", allow_null=True)
     steps = StepSerializer(many=True, source="detail.steps")
     fanouts = FanOutSerializer(many=True, source="detail.fanouts")
+    payloads_purged_at = serializers.DateTimeField(
+        source="detail.payloads_purged_at", allow_null=True,
+        help_text="When data retention deleted the payloads of its tree (S19): input and output are then null "
+                  "and no retry is accepted.")
 
 
 class EventSerializer(serializers.Serializer):

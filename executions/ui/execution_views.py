@@ -61,6 +61,7 @@ def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
         "input": preview,
         "can_edit_retry": execution.status == "FAILED" and access.can_operate(request, execution),
         "input_size": present.size(preview.size_bytes) if preview else "",
+        "payloads_purged_at": selectors.executions.payloads_purged_at(execution),
     }
     return render(request, "ui/execution.html", context)
 

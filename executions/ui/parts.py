@@ -73,6 +73,8 @@ class StepRow:
     wait_why: str
     events: list[Event]
     retryable: bool
+    display_status: str = ""  # WAITING for a READY step deferred to a due time (S7)
+    next_check: datetime | None = None
 
 
 def steps(request: UiRequest, execution: Execution) -> Fragment:
@@ -104,26 +106,22 @@ def _may_wait_for_slot(step: Step) -> bool:
 def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, Slots],
               execution: Execution) -> StepRow:
     wait, why = wait_reason(step, slots)
+    waiting = selectors.steps.waiting(step)
     return StepRow(step=step, kind=kind, duration=present.elapsed(step.started_at, step.finished_at), wait=wait,
                    wait_why=why, events=events,
-                   retryable=step.status == StepStatus.FAILED and execution.status == "FAILED")
-
-
-WAIT_KINDS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
-              ("quota", "quota"), ("maxconcurrency", "fan-out slot"))
+                   retryable=step.status == StepStatus.FAILED and execution.status == "FAILED",
+                   display_status=selectors.steps.display_status(step),
+                   next_check=waiting.next_check_at if waiting else None)
 
 
 def wait_reason(step: Step, slots: dict[int, Slots]) -> tuple[str, str]:
     """(what the step waits for, in words) — timer, retry backoff, quota, payload pressure,
     a destination slot, its children — or ("", "") when it is not waiting."""
-    if step.status == StepStatus.WAITING:
-        return "children" if step.wait_reason.startswith("waiting for children") else "signal", step.wait_reason
+    found = selectors.steps.waiting(step)
+    if found is not None:
+        return found.kind, found.reason
     if step.status != StepStatus.READY:
         return "", ""
-    if step.due_at > timezone.now():
-        reason = step.wait_reason or "deferred"
-        kind = next((k for prefix, k in WAIT_KINDS if prefix in reason.lower()), "deferred")
-        return kind, reason
     slot = slots.get(step.destination_id) if step.destination_id else None
     if slot is not None and slot.saturated:
         return "destination slot", (f"destination '{slot.name}' has no free slot "

@@ -16,13 +16,18 @@ PACKAGES = ("executions", "workflows", "schemabridge_site")
 
 # table -> the modules that may write it, and why.
 OWNERS: dict[str, set[str]] = {
-    "executions_execution": {"executions/records.py"},  # inserts; status: state.py
+    "executions_execution": {"executions/records.py",  # inserts; status: state.py
+                             "executions/retention.py"},  # retention marks and position; purge (S19)
     "executions_step": {"executions/records.py",  # inserts; status: state.py
-                        "executions/leases.py"},  # lease renewal (the fence)
-    "executions_event": {"executions/state.py"},  # appended with each transition, and notes
+                        "executions/leases.py",  # lease renewal (the fence)
+                        "executions/retention.py"},  # purge of whole finished trees (S19)
+    "executions_event": {"executions/state.py",  # appended with each transition, and notes
+                         "executions/retention.py"},  # purge of whole finished trees (S19)
     "executions_fanout": {"executions/fanout.py",  # plan and spawn cursor
-                          "executions/state.py"},  # child counters, moved with each child's transition
-    "executions_payload": {"executions/payloads.py"},
+                          "executions/state.py",  # child counters, moved with each child's transition
+                          "executions/retention.py"},  # purge of whole finished trees (S19)
+    "executions_payload": {"executions/payloads.py",
+                           "executions/retention.py"},  # payload retention and purge (S19)
     "executions_upload": {"executions/uploads.py"},
     "executions_uploaditem": {"executions/uploads.py"},
     "executions_quotausage": {"executions/quotas.py"},
