@@ -7,6 +7,7 @@
     manage.py bench redelivery --items 10000
     manage.py bench scale [--sizes 1000,10000,100000]
     manage.py bench ui --children 100000      (the operator UI's server time; same as bench_ui)
+    manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
 """
 
 from __future__ import annotations
@@ -44,7 +45,14 @@ class Command(BaseCommand):
         ui = sub.add_parser("ui", help="server time of the execution view over a large fan-out")
         ui.add_argument("--children", type=int, default=100_000)
         ui.add_argument("--repeats", type=int, default=5)
-        for each in (fanout, floor, baseline, redelivery, scale):
+        destination = sub.add_parser("destination", help="HTTP calls against a destination limit (S11)")
+        destination.add_argument("--limit", type=int, default=32, help="the destination's concurrency limit")
+        destination.add_argument("--latency-ms", type=float, default=50.0, help="the loopback server's latency")
+        destination.add_argument("--items", type=int, default=5_000, help="HTTP calls (one per child)")
+        destination.add_argument("--background-items", type=int, default=0,
+                                 help="a plain fan-out of no-op TASK children running at the same time")
+        destination.add_argument("--workers", type=int, default=2)
+        for each in (fanout, floor, baseline, redelivery, scale, destination):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -100,3 +108,9 @@ class Command(BaseCommand):
 
         sizes = [int(part) for part in options["sizes"].split(",") if part.strip()]
         return scale.run(sizes, options["workers"])
+
+    def _destination(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import destination
+
+        return destination.run(options["limit"], options["latency_ms"], options["items"],
+                               background_items=options["background_items"], workers=options["workers"])
