@@ -63,6 +63,11 @@ class LatencyServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 
+    async def _close(self) -> None:
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -73,6 +78,8 @@ class LatencyServer:
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         loop.run_forever()
+        server.close()
+        loop.run_until_complete(self._close())  # open keep-alive connections end with the server
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

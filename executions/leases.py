@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 
-from executions import payloads, state
+from executions import kick, payloads, state
 from executions.models import StepStatus
 
 S = StepStatus
@@ -58,12 +58,25 @@ LOCK_DESTINATIONS = """
 """
 
 # Step 2, a new statement so its snapshot sees every claim committed before our locks:
-# free slots per destination = limit - RUNNING, and the token bucket for the request rate.
+# free slots per destination = limit - RUNNING, at most this worker's fair share of the limit
+# (limit / live drains, less what it runs already: otherwise the drain that commits first
+# takes every freed slot again and the others, and their database connections, stay idle),
+# and the token bucket for the request rate. Live drains hold a drain slot, an advisory lock
+# of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
 DESTINATION_BUDGETS = """
+    WITH drains AS (
+        SELECT greatest(1, count(*)) AS n FROM pg_locks
+        WHERE locktype = 'advisory' AND classid = %(drain_class)s AND granted
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
     SELECT d.id,
            greatest(0, least(
-               coalesce(d.concurrency_limit - (SELECT count(*) FROM executions_step r
-                                               WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
+               -- least() skips NULLs: an unlimited destination falls through to coalesce.
+               coalesce(least(d.concurrency_limit - (SELECT count(*) FROM executions_step r
+                                                     WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
+                              ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int
+                              - (SELECT count(*) FROM executions_step r
+                                 WHERE r.destination_id = d.id AND r.status = 'RUNNING'
+                                   AND r.leased_by = %(worker)s)),
                         %(limit)s),
                -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
                CASE WHEN d.rate_per_second IS NULL THEN %(limit)s
@@ -203,9 +216,10 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     plain_room = min(limit, limit if plain_limit is None else max(plain_limit, 0))
     claimed: list[ClaimedStep] = []
     bound = 0
+    more_bound = True  # False once a destination pass took less than its room: nothing more is free
     for kind, room in (("bound", min(bound_room, limit - limit // 2)), ("plain", plain_room), ("bound", bound_room)):
         room = min(room - (bound if kind == "bound" else 0), limit - len(claimed))
-        if room <= 0:
+        if room <= 0 or (kind == "bound" and not more_bound):
             continue
         if kind == "plain":
             step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": room}, alone and not claimed)
@@ -213,6 +227,7 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
         else:
             taken, waiting = _claim_destinations(cursor, room, alone=alone and not claimed)
             bound += len(taken)
+            more_bound = len(taken) == room
         claimed += taken
         if waiting or any(c.suspect for c in taken):
             break  # a suspect runs alone (see Isolation above)
@@ -226,7 +241,8 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> tuple[list[C
     locked = [row[0] for row in cursor.fetchall()]
     if not locked:
         return [], False
-    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit})
+    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker_label(),
+                                         "drain_class": kick.ADVISORY_CLASS})
     budgets = [(dest_id, free) for dest_id, free in cursor.fetchall() if free > 0]
     if not budgets:
         return [], False

@@ -335,10 +335,10 @@ class Drain:
             runs = engine.load_runs(cursor, claimed)
         for run in runs:
             self._start(InFlight(run))
-        plain = sum(run.claimed.destination_id is None for run in runs)
-        if runs and (plain >= plain_room > 0 or len(runs) >= self.batch) and not self.asked_for_help:
-            # More ready work than this drain takes: ask (once) for another drain, so idle
-            # worker processes join in — and one is alive to reap if this one stalls.
+        if len(runs) > 1 and not self.asked_for_help:
+            # A backlog: ask (once) for another drain, so idle worker processes join in (each
+            # drain's turn is mostly database round trips; two overlap them) — and one is
+            # alive to reap if this one stalls. A helper with nothing to do ends when idle.
             self.asked_for_help = True
             kick.request_drain()
         return len(runs)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
+import psycopg
 import pytest
 from django.db import connection
 
+from executions import kick
 from executions.models import Destination, Step
 from executions.worker import Drain
 from tests.support import helpers
@@ -77,3 +79,22 @@ def test_a_drain_runs_every_destination_step_it_holds(workspace):
     assert recorder.peak == 12, f"all 12 held slots should be calls in flight at once; at most {recorder.peak} were"
     assert max(held for held, _ in samples) <= 12
     assert Step.objects.filter(destination=api, status="SUCCEEDED").count() == 12
+
+
+@pytest.mark.django_db
+def test_each_live_drain_claims_at_most_its_share_of_a_destination(workspace):
+    """With two drains alive, one never takes every slot: the other one (and its database
+    connection) gets its half, instead of only the slots freed between two of our claims."""
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=7)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for i in range(20):
+        helpers.start(workspace, "call", {"i": i})
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        for slot in (0, 1):  # two drains hold their slots
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [kick.ADVISORY_CLASS, slot])
+        assert len(helpers.claim(100)) == 4, "ceil(7 / 2) for this worker"
+        assert helpers.claim(100) == [], "its share is used up"
+        other.execute("SELECT pg_advisory_unlock_all()")
+    assert len(helpers.claim(100)) == 3, "alone again: the rest of the limit"
+    assert Step.objects.filter(destination=api, status="RUNNING").count() == 7
