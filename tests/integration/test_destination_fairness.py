@@ -10,9 +10,10 @@ import psycopg
 import pytest
 from django.db import connection
 
-from executions import kick
+from executions import kick, payloads
 from executions.models import Destination, Step
 from executions.worker import Drain
+from tests.support import handlers as test_handlers
 from tests.support import helpers
 from tests.support.httpserver import serve
 
@@ -98,3 +99,37 @@ def test_each_live_drain_claims_at_most_its_share_of_a_destination(workspace):
         other.execute("SELECT pg_advisory_unlock_all()")
     assert len(helpers.claim(100)) == 3, "alone again: the rest of the limit"
     assert Step.objects.filter(destination=api, status="RUNNING").count() == 7
+
+
+ASYNC_TASK = {"start": "wait", "vertices": {"wait": {"type": "TASK", "handler": "test.async_wait",
+                                                      "input": {"seconds": "$.input.seconds", "fail": "$.input.fail"},
+                                                      "retry": {"maxAttempts": 1}}}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_async_handlers_run_together_on_the_drains_loop_not_on_its_threads(workspace):
+    helpers.publish(workspace, "async", ASYNC_TASK)
+    started = [helpers.start(workspace, "async", {"seconds": 0.5, "fail": i == 0}) for i in range(12)]
+    test_handlers.async_probe.__init__()
+    drain = threading.Thread(target=lambda: (Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16,
+                                                   linger=False).run(), connection.close()))
+    begun = time.monotonic()
+    drain.start()
+    drain.join(30)
+    assert not drain.is_alive()
+    assert test_handlers.async_probe.peak == 12, "all twelve wait at once with two threads"
+    assert test_handlers.async_probe.threads == {"sb-step-loop"}
+    assert time.monotonic() - begun < 5
+    assert [helpers.refresh(e).status for e in started] == ["FAILED"] + ["SUCCEEDED"] * 11
+    assert helpers.step(started[0], "wait").error == "asked to fail"
+    with connection.cursor() as cursor:
+        output = payloads.load(cursor, [(started[1].pk, "wait")])[(started[1].pk, "wait")]
+    assert output == {"waited": 0.5, "key": f"sb:{started[1].pk}:wait"}
+
+
+@pytest.mark.django_db
+def test_an_async_handler_also_runs_inline(workspace):
+    helpers.publish(workspace, "async", ASYNC_TASK)
+    execution = helpers.start(workspace, "async", {"seconds": 0.01, "fail": False})
+    helpers.run_engine()
+    assert helpers.refresh(execution).status == "SUCCEEDED"
