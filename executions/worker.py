@@ -206,6 +206,7 @@ class Drain:
         # async ones included (HTTP steps then use the blocking client).
         self.pool: StepPool | InlineExecutor = StepPool(threads) if threads > 0 else InlineExecutor()
         self.step_loop: StepLoop | None = None  # started with the first step that needs it
+        self.bound_retry_at = 0.0  # monotonic time before which no destination step is claimed
         # Destination-bound steps in flight at most: each starts when claimed (leases.claim,
         # destination_limit), so this drain never holds a slot it does not use.
         self.bound_cap = int(conf["DESTINATION_IN_FLIGHT"]) if threads > 0 else self.batch
@@ -323,7 +324,10 @@ class Drain:
         plain_room = self.batch - (len(self.in_flight) - bound)
         if plain_room < max(1, self.batch // 4):
             plain_room = 0  # claim plain steps in batches, not one by one
-        bound_room = max(0, self.bound_cap - bound)
+        # After a claim that found no destination step claimable, look again only once this
+        # drain has freed a slot itself (a commit) or after CLAIM_RETRY: a plain-only load
+        # then pays no destination statements on every turn.
+        bound_room = max(0, self.bound_cap - bound) if time.monotonic() >= self.bound_retry_at else 0
         room = plain_room + bound_room
         if room <= 0:
             return 0
@@ -335,6 +339,8 @@ class Drain:
             runs = engine.load_runs(cursor, claimed)
         for run in runs:
             self._start(InFlight(run))
+        if bound_room and not any(run.claimed.destination_id is not None for run in runs):
+            self.bound_retry_at = time.monotonic() + CLAIM_RETRY
         if len(runs) > 1 and not self.asked_for_help:
             # A backlog: ask (once) for another drain, so idle worker processes join in (each
             # drain's turn is mostly database round trips; two overlap them) — and one is
@@ -398,6 +404,8 @@ class Drain:
             except LeaseLost as error:
                 log.warning("%s; its result is discarded", error)
         results += self._expire_timeouts()
+        if any(run.claimed.destination_id is not None for run, _ in results):
+            self.bound_retry_at = 0.0  # a slot of ours frees with this commit: claim again at once
         if results:
             self._commit(results)
             # The call log of steps that ran on the loop (which has no database), after their
