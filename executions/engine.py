@@ -90,26 +90,52 @@ def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
 def execute(run: StepRun) -> Outcome:
     """Run one step's vertex; never raises (an exception becomes a failed outcome)."""
     try:
-        if run.destination is not None:  # S15: a reserved workflow calls reserved destinations only
-            sudo.check_reserved_dependency(run.version.key, destination=run.destination["name"])
+        _check_destination(run)
         outcome = vertices.run(run)
         prepare_output(run, outcome)
         return outcome
-    except LeaseLost:
-        raise
-    except sudo.ReservedKeyDenied as error:
-        return failed(error.message, retryable=False)
-    except NonRetryable as error:
-        return failed(str(error) or type(error).__name__, retryable=False)
-    except PathNotFound as error:
-        return failed(str(error), retryable=False)
-    except payloads.PayloadError as error:
-        return failed(f"output {error}", retryable=False)
     except Exception as error:
-        # A handler raising is an ordinary, retryable step failure, recorded on the step.
-        log.info("step %s (%s) raised %s: %s", run.step_id, run.vertex.id, type(error).__name__, error,
-                 exc_info=log.isEnabledFor(logging.DEBUG))
-        return failed(f"{type(error).__name__}: {error}")
+        return _failure(run, error)
+
+
+def runs_async(run: StepRun) -> bool:
+    """Whether the step runs on the drain's event loop (``execute_async``), not a thread."""
+    return vertices.runs_async(run)
+
+
+async def execute_async(run: StepRun) -> Outcome:
+    """``execute`` on the drain's event loop (HTTP steps, async handlers); never raises."""
+    try:
+        _check_destination(run)
+        outcome = await vertices.run_async(run)
+        prepare_output(run, outcome)
+        return outcome
+    except Exception as error:
+        return _failure(run, error)
+
+
+def _check_destination(run: StepRun) -> None:
+    """S15: a reserved workflow calls reserved destinations only (raises ReservedKeyDenied)."""
+    if run.destination is not None:
+        sudo.check_reserved_dependency(run.version.key, destination=run.destination["name"])
+
+
+def _failure(run: StepRun, error: Exception) -> Outcome:
+    """The outcome of a step whose vertex raised (LeaseLost is re-raised: nothing to record)."""
+    if isinstance(error, LeaseLost):
+        raise error
+    if isinstance(error, sudo.ReservedKeyDenied):
+        return failed(error.message, retryable=False)
+    if isinstance(error, NonRetryable):
+        return failed(str(error) or type(error).__name__, retryable=False)
+    if isinstance(error, PathNotFound):
+        return failed(str(error), retryable=False)
+    if isinstance(error, payloads.PayloadError):
+        return failed(f"output {error}", retryable=False)
+    # A handler raising is an ordinary, retryable step failure, recorded on the step.
+    log.info("step %s (%s) raised %s: %s", run.step_id, run.vertex.id, type(error).__name__, error,
+             exc_info=log.isEnabledFor(logging.DEBUG))
+    return failed(f"{type(error).__name__}: {error}")
 
 
 def prepare_output(run: StepRun, outcome: Outcome) -> None:

@@ -175,21 +175,35 @@ def children_finished(moved: Sequence[dict[str, Any]]) -> None:
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
-@never_raises
-def destination_call(workspace_id: int, destination: str, status: int | None, seconds: float) -> None:
-    """One outbound call to a workspace's ``destination``: its latency, and an error when it
-    got no response (``status`` None) or an HTTP status of 400 and above."""
-    labels = (workspace_slug(workspace_id), destination)
-    DESTINATION_CALLS.labels(*labels).inc()
-    DESTINATION_CALL_SECONDS.labels(*labels).observe(seconds)
-    if status is None:
-        DESTINATION_ERRORS.labels(*labels, "no_response").inc()
-    elif status >= 400:
-        DESTINATION_ERRORS.labels(*labels, f"http_{status // 100}xx").inc()
-
-
 _slugs: dict[int, str] = {}
 WORKSPACE_SLUG = "SELECT slug FROM workflows_workspace WHERE id = %(id)s"
+
+# A destination's labels: its workspace's slug and its name (looked up once per process).
+_destination_labels: dict[int, tuple[str, str]] = {}
+DESTINATION_LABELS = """
+    SELECT d.id, w.slug, d.name FROM executions_destination d JOIN workflows_workspace w ON w.id = d.workspace_id
+    WHERE d.id = ANY(%(ids)s)
+"""
+
+
+@never_raises
+def destination_calls(rows: Sequence[tuple[int, int, int | None, float, str]]) -> None:
+    """Outbound calls as the call log records them ``(destination_id, step_id, status, seconds,
+    error)`` — counted where they are recorded, on a thread with a database connection (an
+    HTTP step on the drain's event loop must not query)."""
+    missing = sorted({row[0] for row in rows} - set(_destination_labels))
+    if missing:
+        with connection.cursor() as cursor:
+            cursor.execute(DESTINATION_LABELS, {"ids": missing})
+            _destination_labels.update({row[0]: (row[1], row[2]) for row in cursor.fetchall()})
+    for destination_id, _, status, seconds, _ in rows:
+        labels = _destination_labels.get(destination_id, ("?", str(destination_id)))
+        DESTINATION_CALLS.labels(*labels).inc()
+        DESTINATION_CALL_SECONDS.labels(*labels).observe(seconds)
+        if status is None:
+            DESTINATION_ERRORS.labels(*labels, "no_response").inc()
+        elif status >= 400:
+            DESTINATION_ERRORS.labels(*labels, f"http_{status // 100}xx").inc()
 
 
 def workspace_slug(workspace_id: int) -> str:

@@ -297,6 +297,9 @@ SB: dict[str, Any] = {
     "CLAIM_BATCH": env_int("SB_CLAIM_BATCH", 256),
     # Threads per worker process running claimed steps (handlers are mostly I/O bound).
     "STEP_THREADS": env_int("SB_STEP_THREADS", 16),
+    # Destination-bound steps (HTTP calls) one worker process runs at once on its event loop;
+    # each destination's own limit bounds them too.
+    "DESTINATION_IN_FLIGHT": env_int("SB_DESTINATION_IN_FLIGHT", 512),
     # Lease on a claimed step; renewed while the step runs. A dead worker's step is
     # re-claimed after this long.
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),

@@ -8,6 +8,7 @@
     manage.py bench scale [--sizes 1000,10000,100000]
     manage.py bench ui --children 100000      (the operator UI's server time; same as bench_ui)
     manage.py bench cluster --hosts 3 --items 50000 [--broker redis]   (root: network namespaces)
+    manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
 """
 
 from __future__ import annotations
@@ -54,7 +55,14 @@ class Command(BaseCommand):
         cluster.add_argument("--broker", choices=("database", "redis"), default="database",
                              help="django-q2's broker: the database (default) or a Redis started for the bench")
         cluster.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)  # the run inside the miniature
-        for each in (fanout, floor, baseline, redelivery, scale, cluster):
+        destination = sub.add_parser("destination", help="HTTP calls against a destination limit (S11)")
+        destination.add_argument("--limit", type=int, default=32, help="the destination's concurrency limit")
+        destination.add_argument("--latency-ms", type=float, default=50.0, help="the loopback server's latency")
+        destination.add_argument("--items", type=int, default=5_000, help="HTTP calls (one per child)")
+        destination.add_argument("--background-items", type=int, default=0,
+                                 help="a plain fan-out of no-op TASK children running at the same time")
+        destination.add_argument("--workers", type=int, default=2)
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -126,3 +134,9 @@ class Command(BaseCommand):
             return cluster.run(options["hosts"], options["items"], options["broker"], options["workers"])
         except cluster.ClusterBenchError as error:
             raise CommandError(str(error)) from error
+
+    def _destination(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import destination
+
+        return destination.run(options["limit"], options["latency_ms"], options["items"],
+                               background_items=options["background_items"], workers=options["workers"])
