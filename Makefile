@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 LOOPBACK := 127.0.0.0/8,::1
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test install system-deps lint bench chaos stop-db clean
+.PHONY: run dev test install system-deps lint bench chaos stop-db clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,18 +25,27 @@ install: $(STAMP) .env
 
 # Debian's chromium drives the browser tests (Playwright never downloads a browser here).
 # curl runs the README's API walkthrough (docs/examples/api-tour.sh) in the suite.
+# iproute2 (`ip netns`) builds the worker hosts of `bench cluster` (tests/fault/test_cluster_bench.py).
 system-deps:
-	@if [ ! -x /usr/bin/chromium ] || ! command -v curl >/dev/null; then \
-		echo "Installing Debian's chromium and curl for the browser and API-tour tests..."; \
+	@if [ ! -x /usr/bin/chromium ] || ! command -v curl >/dev/null || ! command -v ip >/dev/null; then \
+		echo "Installing Debian's chromium, curl and iproute2 for the browser, API-tour and cluster tests..."; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium curl >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium curl iproute2 >/dev/null; \
 	fi
 
 # The main job: embedded PostgreSQL, migrations, an admin login, demo workflows, the web
-# app and a qcluster, all in the foreground (Ctrl-C stops them). SB_DEMO=1 loads the demo
-# (handlers, ledger, workflows); production settings never do.
+# app (gunicorn + WhiteNoise, DEBUG off) and a qcluster, all in the foreground (Ctrl-C stops
+# them). SB_DEMO=1 loads the demo (handlers, ledger, workflows); production settings never do.
+# It serves plain http on 127.0.0.1, so the HTTPS-only defaults of DEBUG off are turned off
+# here (docs/security.md); the SECRET_KEY comes from .env. ARGS passes options to sb_up,
+# e.g. `make run ARGS="--port 8080 --demo hello"`.
+LOCAL_HTTP := SB_SSL_REDIRECT=0 SB_SECURE_COOKIES=0 SB_HSTS_SECONDS=0
 run: install
-	SB_DEMO=1 DEBUG=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py sb_up
+	SB_DEMO=1 DEBUG=0 $(LOCAL_HTTP) SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py sb_up $(ARGS)
+
+# Development: the same, served by Django's runserver with auto-reload and DEBUG on.
+dev: install
+	SB_DEMO=1 DEBUG=1 $(LOCAL_HTTP) SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python manage.py sb_up --dev $(ARGS)
 
 # The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
 # The test settings turn SB_DEMO on too, so a plain `pytest` is the same run.

@@ -14,13 +14,14 @@ from typing import Any
 from django.db import connection, transaction
 
 from executions import destinations as destination_rows
-from executions import kick, leases, payloads, records, retry, state, vertices
+from executions import kick, leases, metrics, payloads, records, retry, state, vertices
 from executions.handlers import NonRetryable
 from executions.leases import ClaimedStep
 from executions.models import ExecutionStatus, StepStatus
 from executions.outcomes import NO_OUTPUT, Outcome, failed
 from executions.runs import ExecutionInfo, LeaseLost, StepRun
 from executions.versions import LoadedVersion, load_versions
+from workflows import sudo
 from workflows.dsl import ast
 from workflows.dsl.paths import PathNotFound
 
@@ -89,22 +90,52 @@ def load_runs(cursor: Any, claimed: Sequence[ClaimedStep]) -> list[StepRun]:
 def execute(run: StepRun) -> Outcome:
     """Run one step's vertex; never raises (an exception becomes a failed outcome)."""
     try:
+        _check_destination(run)
         outcome = vertices.run(run)
         prepare_output(run, outcome)
         return outcome
-    except LeaseLost:
-        raise
-    except NonRetryable as error:
-        return failed(str(error) or type(error).__name__, retryable=False)
-    except PathNotFound as error:
-        return failed(str(error), retryable=False)
-    except payloads.PayloadError as error:
-        return failed(f"output {error}", retryable=False)
     except Exception as error:
-        # A handler raising is an ordinary, retryable step failure, recorded on the step.
-        log.info("step %s (%s) raised %s: %s", run.step_id, run.vertex.id, type(error).__name__, error,
-                 exc_info=log.isEnabledFor(logging.DEBUG))
-        return failed(f"{type(error).__name__}: {error}")
+        return _failure(run, error)
+
+
+def runs_async(run: StepRun) -> bool:
+    """Whether the step runs on the drain's event loop (``execute_async``), not a thread."""
+    return vertices.runs_async(run)
+
+
+async def execute_async(run: StepRun) -> Outcome:
+    """``execute`` on the drain's event loop (HTTP steps, async handlers); never raises."""
+    try:
+        _check_destination(run)
+        outcome = await vertices.run_async(run)
+        prepare_output(run, outcome)
+        return outcome
+    except Exception as error:
+        return _failure(run, error)
+
+
+def _check_destination(run: StepRun) -> None:
+    """S15: a reserved workflow calls reserved destinations only (raises ReservedKeyDenied)."""
+    if run.destination is not None:
+        sudo.check_reserved_dependency(run.version.key, destination=run.destination["name"])
+
+
+def _failure(run: StepRun, error: Exception) -> Outcome:
+    """The outcome of a step whose vertex raised (LeaseLost is re-raised: nothing to record)."""
+    if isinstance(error, LeaseLost):
+        raise error
+    if isinstance(error, sudo.ReservedKeyDenied):
+        return failed(error.message, retryable=False)
+    if isinstance(error, NonRetryable):
+        return failed(str(error) or type(error).__name__, retryable=False)
+    if isinstance(error, PathNotFound):
+        return failed(str(error), retryable=False)
+    if isinstance(error, payloads.PayloadError):
+        return failed(f"output {error}", retryable=False)
+    # A handler raising is an ordinary, retryable step failure, recorded on the step.
+    log.info("step %s (%s) raised %s: %s", run.step_id, run.vertex.id, type(error).__name__, error,
+             exc_info=log.isEnabledFor(logging.DEBUG))
+    return failed(f"{type(error).__name__}: {error}")
 
 
 def prepare_output(run: StepRun, outcome: Outcome) -> None:
@@ -156,6 +187,7 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
             key = "retry" if outcome.retryable and run.attempt < run.claimed.max_attempts else "failed"
         groups.setdefault(key, []).append((run, outcome))
     moved = _apply(cursor, groups)
+    metrics.steps_committed(groups, moved)
     # A step back to waiting (a retry backoff, a timer, a merge) means its execution has started.
     start_executions(cursor, [r for key in ("retry", "wait", "signal") for r, _ in groups.get(key, [])
                               if r.step_id in moved])
@@ -198,6 +230,7 @@ def _json(value: Any) -> str | None:
 
 def note_fenced(cursor: Any, stale: Sequence[StepRun], message: str) -> None:
     """Record in each step's history that a stale worker's result was discarded (S5)."""
+    metrics.results_fenced(len(stale))
     for run in stale:
         log.warning("discarded a result for step %s (%s/%s, attempt %s): lease no longer held",
                     run.step_id, run.execution.id, run.vertex.id, run.attempt)
@@ -244,6 +277,7 @@ def reap(limit: int = 1000) -> tuple[int, int]:
     """Run the reaper once (its own transaction); returns (re-queued, failed)."""
     with transaction.atomic(), connection.cursor() as cursor:
         requeued, failed_rows = leases.reap(cursor, limit)
+        metrics.reaped(len(requeued), len(failed_rows))
         fail_executions(cursor, [(row["execution_id"], row["vertex"], row["error"], None) for row in failed_rows])
         if requeued:
             kick.work_created(cursor)

@@ -1,9 +1,12 @@
 """Fan-out (S1–S10): spawning children in batches and deciding merges.
 
-Spawning. A SPAWNER step first checks payload pressure (S7: above the high-water mark it
-defers the whole fan-out), then — in one fenced transaction — counts the items, resolves and
-pins the target version, reserves the quota for all of them (S6: refusal creates nothing),
-and records the plan as a FanOut row. Then it walks the list in batches: each batch is one
+Spawning. A SPAWNER step first — in one fenced transaction — counts the items and checks
+payload pressure (S7: a fan-out whose children's inputs could never fit in the store fails
+with the numbers; above the high-water mark, or without room for its expected bytes, it
+defers the whole fan-out), resolves and pins the target version, reserves the quota for all
+of them (S6: refusal creates nothing), and records the plan, with its expected bytes, as a
+FanOut row. Between batches it defers only for bytes other than its own. Then it walks the
+list in batches: each batch is one
 ``INSERT … ON CONFLICT DO NOTHING`` of children on their per-item key (parent, vertex,
 index), their input payloads and first steps, committed together with the cursor (S2, S3).
 The list itself is never loaded into the worker: at plan time PostgreSQL explodes the
@@ -25,7 +28,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection
 
-from executions import cancel, payloads, quotas, records, retry, state, versions
+from executions import cancel, metrics, payloads, quotas, records, retry, state, versions
 from executions.handlers import NonRetryable
 from executions.merge_rule import VERDICTS, allowed_failures, explain
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
@@ -36,7 +39,8 @@ from workflows.dsl.paths import Path, PathNotFound, parse_path, render, resolve
 
 ITEMS_INFO = """
     SELECT jsonb_typeof(p.data #> %(path)s) AS kind,
-           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN jsonb_array_length(p.data #> %(path)s) END
+           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN jsonb_array_length(p.data #> %(path)s) END,
+           CASE WHEN jsonb_typeof(p.data #> %(path)s) = 'array' THEN octet_length((p.data #> %(path)s)::text) END
     FROM executions_payload p WHERE p.execution_id = %(execution)s AND p.name = %(source)s
 """
 
@@ -49,7 +53,6 @@ TARGET_BY_KEY = """
     WHERE d.workspace_id = %(workspace)s AND d.key = %(key)s
 """
 
-DEFINITION_KEY = "SELECT d.key FROM workflows_workflowdefinition d WHERE d.id = %(definition)s"
 
 TARGET_BY_HASH = """
     SELECT v.id, d.key FROM workflows_workflowversion v JOIN workflows_workflowdefinition d ON d.id = v.definition_id
@@ -72,9 +75,11 @@ LOCK_FANOUT = """
 CREATE_FANOUT = """
     INSERT INTO executions_fanout (step_id, execution_id, spawner_vertex, merge_vertex, target_version_id, total,
         cursor, created, spawn_complete, succeeded, failed, cancelled, tolerates_failed, tolerates_cancelled,
-        max_failure_ratio, allowed_failures, fail_fast, created_at)
+        max_failure_ratio, allowed_failures, fail_fast, items_per_child, max_concurrency, free_slots,
+        expected_bytes, created_at)
     VALUES (%(step)s, %(execution)s, %(vertex)s, %(merge)s, %(target)s, %(total)s, 0, 0, %(empty)s, 0, 0, 0,
-            %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, now())
+            %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, %(per_child)s,
+            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, now())
 """
 
 # The list exploded once, at plan time, into one row per item (models.FanOutItem): PostgreSQL
@@ -106,6 +111,28 @@ BATCH_VALUES = """
 DROP_ITEMS = """
     DELETE FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s
 """
+
+# itemsPerChild > 1: the items of children [lo, hi), grouped, each group as a JSON list (text).
+BATCH_GROUPS = """
+    WITH arr AS MATERIALIZED (
+        SELECT p.data #> %(path)s AS items FROM executions_payload p
+        WHERE p.execution_id = %(parent)s AND p.name = %(source)s
+    )
+    SELECT g.i / %(per)s, jsonb_agg(arr.items -> g.i ORDER BY g.i)::text
+    FROM arr, generate_series(%(lo)s * %(per)s, least(%(hi)s * %(per)s, jsonb_array_length(arr.items)) - 1) AS g(i)
+    GROUP BY g.i / %(per)s
+    ORDER BY 1
+"""
+
+# maxConcurrency: the slots left after a batch, and where a release starts looking.
+SLOTS = """
+    UPDATE executions_fanout SET free_slots = %(free)s, release_cursor = %(release_cursor)s WHERE step_id = %(step)s
+"""
+
+# The spawner's batch transaction locks its fan-out row first (lock order: a child's rows, then
+# the fan-out, then the parent's steps), so a child finishing meanwhile waits, then sees the
+# children of the batch and their held steps.
+LOCK_OWN_FANOUT = "SELECT step_id FROM executions_fanout WHERE step_id = %(step)s FOR UPDATE"
 
 ADVANCE = """
     UPDATE executions_fanout SET cursor = %(cursor)s, created = created + %(created)s,
@@ -143,12 +170,12 @@ def spawn(step: StepRun) -> Outcome:
     with step.transaction() as tx:
         fan = _fanout_row(tx.cursor, step.step_id)
     if fan is None:
-        deferral = _pressure_deferral()
-        if deferral:
-            return deferral
-        with step.transaction() as tx:
-            fan = _plan(tx.cursor, step, vertex)
-    elif fan["cursor"] < fan["total"]:
+        try:
+            with step.transaction() as tx:
+                fan = _plan(tx.cursor, step, vertex)
+        except _NoRoom as full:
+            return _wait_for_room(full.reason)
+    elif fan["cursor"] < fan["total"] and vertex.items_per_child == 1:
         with step.transaction() as tx:
             _explode(tx.cursor, step, vertex, fan)
     target = versions.get(fan["target_version_id"])
@@ -159,10 +186,12 @@ def spawn(step: StepRun) -> Outcome:
     if isinstance(handed, dict) and handed.get("attempt") == step.attempt:
         # A slice of the same run (a hand-over, below): its output counts the whole run.
         walked_from, created = int(handed["from"]), int(handed["created"])
-    batch_size = int(settings.SB["SPAWN_BATCH"])
+    # A batch reads about SPAWN_BATCH items, however many go to one child.
+    batch_size = max(1, int(settings.SB["SPAWN_BATCH"]) // vertex.items_per_child)
+    prelock = (LOCK_OWN_FANOUT, {"step": step.step_id}) if vertex.max_concurrency is not None else None
     handover_at = time.monotonic() + float(settings.SB["SPAWN_SLICE_SECONDS"])
     while cursor_at < fan["total"]:
-        deferral = _pressure_deferral()
+        deferral = _pressure_deferral(fan)
         if deferral:
             return deferral
         if cursor_at > slice_from and time.monotonic() >= handover_at:
@@ -171,7 +200,7 @@ def spawn(step: StepRun) -> Outcome:
             return wait(seconds=0, reason=f"spawning: handed over at {cursor_at:,} of {fan['total']:,} items",
                         state={SLICE: {"attempt": step.attempt, "from": walked_from, "created": created}})
         hi = min(cursor_at + batch_size, fan["total"])
-        with step.transaction() as tx:
+        with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
             if fan["fail_fast"] and fan["exceeded"]:
                 # S18: the merge has failed already; children not yet created never will be
@@ -180,6 +209,7 @@ def spawn(step: StepRun) -> Outcome:
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
             tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": hi})
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
+            metrics.children_created(inserted)
         created += inserted
         cursor_at = hi
     if cursor_at < fan["total"]:
@@ -204,14 +234,30 @@ def _explode(cursor: Any, step: StepRun, vertex: ast.Spawner, fan: dict[str, Any
                              "cursor": fan["cursor"]})
 
 
-def _pressure_deferral() -> Outcome | None:
+def _pressure_deferral(fan: dict[str, Any]) -> Outcome | None:
+    """S7, between batches: above the high-water mark a started fan-out waits (a durable
+    timer, no attempt used) — but leaving out the bytes it wrote itself (its expected bytes
+    in the share of items spawned), so it never waits on its own children's inputs."""
     with connection.cursor() as cursor:
         pressure = payloads.pressure(cursor)
-    if not pressure.above_high_water:
+    own = fan["expected_bytes"] * fan["cursor"] // fan["total"] if fan["total"] else 0
+    others = payloads.Pressure(max(0, pressure.used_bytes - own), pressure.capacity_bytes, pressure.high_water)
+    if not others.above_high_water:
         return None
+    return _wait_for_room(pressure.describe())
+
+
+class _NoRoom(Exception):
+    """The plan found that the fan-out's expected bytes do not fit now (nothing written)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _wait_for_room(reason: str) -> Outcome:
     seconds = float(settings.SB["PAYLOAD_DEFER_SECONDS"])
-    return wait(seconds=seconds, reason=f"payload pressure: {pressure.describe()}; fan-out deferred, "
-                                        f"re-checked every {seconds:g}s")
+    return wait(seconds=seconds, reason=f"payload pressure: {reason}; fan-out deferred, re-checked every {seconds:g}s")
 
 
 def _fanout_row(cursor: Any, step_id: int) -> dict[str, Any] | None:
@@ -230,11 +276,13 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
     where = "the execution input" if source == payloads.INPUT else f"the output of step '{source}'"
     if info is None:
         raise NonRetryable(f"items {vertex.items}: {where} is empty (no payload stored)")
-    kind, total = info
+    kind, total, expected = info
     if kind is None:
         raise NonRetryable(f"items {vertex.items}: nothing there in {where}")
     if kind != "array":
         raise NonRetryable(f"items {vertex.items}: is a JSON {kind}, not a list")
+    total = -(-total // vertex.items_per_child)  # children, not items: one per batch of itemsPerChild
+    _must_fit(cursor, total, expected)
     target_id = _target_version(cursor, step, vertex)
     try:
         quotas.reserve(cursor, step.execution.workspace_id, total)
@@ -248,12 +296,31 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "tol_cancelled": bool(merge and "CANCELLED" in merge.tolerate_child_failures),
         "ratio": merge.max_failure_ratio if merge else 1.0,
         "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total),
-        "fail_fast": bool(merge and merge.fail_fast),
+        "fail_fast": bool(merge and merge.fail_fast), "expected": expected,
+        "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency,
     }
     cursor.execute(CREATE_FANOUT, params)
     fan = cast(dict[str, Any], _fanout_row(cursor, step.step_id))
-    _explode(cursor, step, vertex, fan)
+    if vertex.items_per_child == 1:
+        _explode(cursor, step, vertex, fan)
     return fan
+
+
+def _must_fit(cursor: Any, total: int, expected: int) -> None:
+    """S7, at plan time: a fan-out whose children's inputs (about the stored list's size)
+    could not fit in the payload store even if it held nothing else fails now, with the
+    numbers, instead of deferring for ever; one that does not fit beside what is stored now
+    waits for retention (``_NoRoom``)."""
+    pressure = payloads.pressure(cursor)
+    if not total:
+        return
+    if expected > pressure.capacity_bytes:
+        raise NonRetryable(f"payload store too small: needs {expected:,} bytes for {total:,} children's inputs, "
+                           f"capacity {pressure.capacity_bytes:,} ({pressure.used_bytes:,} in use)")
+    if pressure.above_high_water:
+        raise _NoRoom(pressure.describe())
+    if pressure.used_bytes + expected > pressure.capacity_bytes:
+        raise _NoRoom(f"{pressure.describe()}; this fan-out needs {expected:,} more bytes")
 
 
 def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
@@ -268,24 +335,24 @@ def _target_version(cursor: Any, step: StepRun, vertex: ast.Spawner) -> int:
             keys = ", ".join(sorted(f"'{row[1]}'" for row in rows))
             raise NonRetryable(f"version {vertex.version[:12]} belongs to several workflows ({keys}); "
                                "name the workflow too")
-        _may_spawn(cursor, step, rows[0][1])
+        _may_spawn(cursor, step, rows[0][1], pinned=True)
         return int(rows[0][0])
     row = _fetch_one(cursor, TARGET_BY_KEY, {"workspace": workspace, "key": vertex.workflow})
     if row is None:
         raise NonRetryable(f"no workflow '{vertex.workflow}' in this workspace")
     if row[0] is None:
         raise NonRetryable(f"workflow '{vertex.workflow}' has no published version")
-    _may_spawn(cursor, step, str(vertex.workflow))
+    _may_spawn(cursor, step, str(vertex.workflow), pinned=False)
     return int(row[0])
 
 
-def _may_spawn(cursor: Any, step: StepRun, target: str) -> None:
-    """S15: only a reserved (system) workflow may spawn children of a reserved workflow."""
-    if not sudo.is_reserved(target):
-        return
-    row = _fetch_one(cursor, DEFINITION_KEY, {"definition": step.version.definition_id})
+def _may_spawn(cursor: Any, step: StepRun, target: str, *, pinned: bool) -> None:
+    """S15: only a reserved (system) workflow may spawn children of a reserved workflow, and a
+    reserved workflow spawns only reserved workflows or versions pinned by hash."""
     try:
-        sudo.require_engine_start(target, row[0] if row else None, "a SPAWNER")
+        sudo.check_reserved_dependency(step.version.key, target=target, pinned=pinned)
+        if sudo.is_reserved(target):
+            sudo.require_engine_start(target, step.version.key, "a SPAWNER")
     except sudo.ReservedKeyDenied as error:
         raise NonRetryable(error.message) from error
 
@@ -297,15 +364,16 @@ def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any,
 
 def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versions.LoadedVersion,
                   start: ast.Vertex, lo: int, hi: int) -> int:
-    """Create the children of items [lo, hi) that have none yet: the executions on their
-    per-item key (S2), then the inputs and first steps of the ones just created. An item
-    whose input cannot be rendered becomes a FAILED child with the reason (S17)."""
+    """Create the children [lo, hi) that have none yet: the executions on their per-child key
+    (S2), then the inputs and first steps of the ones just created (held beyond the fan-out's
+    free slots: maxConcurrency). A child whose input cannot be rendered becomes a FAILED child
+    with the reason (S17). A child is one item, or with itemsPerChild a batch of items."""
     bad: dict[int, str] = {}
-    if vertex.item_input == "$.item":
+    if vertex.item_input == "$.item" and vertex.items_per_child == 1:
         cursor.execute(BATCH_ITEMS, {"step": step.step_id, "lo": lo, "hi": hi})
         inputs: dict[int, str] = dict(cursor.fetchall())
     else:
-        inputs, bad = _render_batch(cursor, step, vertex, lo, hi)
+        inputs, bad = _render_batch(cursor, step, vertex, _child_contexts(cursor, step, vertex, lo, hi))
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
@@ -313,12 +381,14 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
                              spawn_vertex=vertex.id, item_index=index, depth=parent.depth + 1)
         for index in sorted([*inputs, *bad])
     ])
-    good = [(child, cast(int, index)) for child, index in created if index in inputs]
+    good = [(child, cast(int, index)) for child, index in sorted(created, key=lambda c: c[1] or 0)
+            if index in inputs]
     payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in good])
+    held = _hold(cursor, step, vertex, [index for _, index in good], hi)
     records.insert_steps(cursor, [
         records.NewStep(child, parent.workspace_id, start.id, retry.max_attempts(start),
-                        destination=getattr(start, "destination_name", None))
-        for child, _ in good
+                        destination=getattr(start, "destination_name", None), held=index in held)
+        for child, index in good
     ])
     failing = [(child, bad[cast(int, index)]) for child, index in created if index in bad]
     state.fail_executions(cursor, [child for child, _ in failing], errors=[error for _, error in failing],
@@ -326,16 +396,50 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     return len(created)
 
 
+def _hold(cursor: Any, step: StepRun, vertex: ast.Spawner, indexes: list[int], hi: int) -> set[int]:
+    """maxConcurrency: the new children (in item order) that must wait for a slot. The free
+    slots go to the first ones; the rest are held, and the fan-out row (locked by this
+    transaction) records what is left. No held child exists while a slot is free (a finishing
+    child releases at once), so the release cursor may move past this batch. The fan-out row
+    is locked by this transaction (the spawner's prelock), so its slots are current."""
+    if vertex.max_concurrency is None:
+        return set()
+    fan = cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+    free = int(fan["free_slots"])
+    runnable, held = indexes[:max(free, 0)], set(indexes[max(free, 0):])
+    release_cursor = fan["release_cursor"]
+    if runnable:
+        release_cursor = min(held) if held else hi
+    cursor.execute(SLOTS, {"free": free - len(runnable), "release_cursor": release_cursor, "step": step.step_id})
+    return held
+
+
+def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner,
+                    lo: int, hi: int) -> list[tuple[int, dict[str, Any]]]:
+    """Each child's own values for its itemInput: ``$.items``, ``$.index`` and
+    ``$.firstItem`` (with one item per child also ``$.item``). One item per child reads the
+    spawner's item rows by key (O(batch)); batches of items still index into the stored list."""
+    per = vertex.items_per_child
+    if per == 1:
+        cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo, "hi": hi})
+        return [(index, {"item": item, "items": [item], "index": index, "firstItem": index})
+                for index, item in ((i, payloads.decode(value)) for i, value in cursor.fetchall())]
+    source, path = items_source(vertex.items)
+    params = {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source}
+    cursor.execute(BATCH_GROUPS, {**params, "per": per})
+    return [(index, {"items": payloads.decode(items), "index": index, "firstItem": index * per})
+            for index, items in cursor.fetchall()]
+
+
 _parsed = functools.lru_cache(maxsize=1024)(parse_path)
 
 
-def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int,
-                  hi: int) -> tuple[dict[int, str], dict[int, str]]:
-    """Each item's child input (JSON text), rendered from the itemInput template, and the
-    items that could not be rendered, with the reason. A context value (outside the item)
-    that is missing is the spawner's error, not an item's: it raises NonRetryable."""
-    cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo, "hi": hi})
-    batch = [(index, payloads.decode(item)) for index, item in cursor.fetchall()]
+def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner,
+                  batch: list[tuple[int, dict[str, Any]]]) -> tuple[dict[int, str], dict[int, str]]:
+    """Each child's input (JSON text), rendered from the itemInput template over its own
+    values (``batch``: index → context), and the children whose input could not be
+    rendered, with the reason. A context value (outside the child's) that is missing is the
+    spawner's error, not a child's: it raises NonRetryable."""
     resolved: dict[str, Any] = {}
 
     def context_value(text: str) -> Any:
@@ -352,8 +456,7 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int,
 
     inputs: dict[int, str] = {}
     bad: dict[int, str] = {}
-    for index, item in batch:
-        local = {"item": item, "index": index}
+    for index, local in batch:
 
         def lookup(text: str, local: dict[str, Any] = local) -> Any:
             path = _parsed(text)  # parsed once per batch, not once per item
@@ -362,8 +465,15 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int,
         try:
             inputs[index] = payloads.encode(render(vertex.item_input, {}, lookup))
         except (PathNotFound, payloads.PayloadError) as error:
-            bad[index] = f"input could not be made from its item (item {index}): {error}"
+            bad[index] = f"input could not be made from its {_what(vertex, index)}: {error}"
     return inputs, bad
+
+
+def _what(vertex: ast.Spawner, index: int) -> str:
+    if vertex.items_per_child == 1:
+        return f"item (item {index})"
+    first = index * vertex.items_per_child
+    return f"items (child {index}: items {first} to {first + vertex.items_per_child - 1})"
 
 
 # --- merging ----------------------------------------------------------------------------------

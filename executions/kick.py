@@ -3,9 +3,10 @@
 * ``NOTIFY sb_work`` inside the transaction that created ready work: PostgreSQL delivers it
   at commit (and folds duplicates within a transaction), waking idle drains at once.
 * After commit, ``request_drain`` enqueues a django-q2 drain task — but only if fewer drains
-  are alive than ``DRAIN_SLOTS`` (drains hold a session advisory lock each, so a killed
-  worker's slot frees itself) and none was enqueued in the last 250 ms (one guarded UPDATE
-  on a single row). A burst of thousands of commits therefore makes a few tasks.
+  are alive than there are drain slots (one per live worker process, registry.py; drains
+  hold a session advisory lock each, so a killed worker's slot frees itself) and none was
+  enqueued in the last 250 ms (one guarded UPDATE on a single row). A burst of thousands of
+  commits therefore makes a few tasks.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import logging
 import time
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
+
+from executions import registry
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +27,7 @@ ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
 NOTIFY = "SELECT pg_notify('sb_work', '')"
 
 # Enqueue a drain only when a slot is free and no drain was enqueued very recently.
-THROTTLE = """
+THROTTLE = f"""
     WITH row AS (
         INSERT INTO executions_drainkick (id, last_enqueued_at) VALUES (1, now() - interval '1 hour')
         ON CONFLICT (id) DO NOTHING
@@ -33,9 +35,9 @@ THROTTLE = """
     UPDATE executions_drainkick SET last_enqueued_at = now()
     WHERE id = 1 AND last_enqueued_at < now() - interval '250 milliseconds'
       AND (SELECT count(*) FROM pg_locks
-           WHERE locktype = 'advisory' AND classid = %(class)s AND objsubid = 2 AND granted) < %(slots)s
+           WHERE locktype = 'advisory' AND classid = %(class)s AND objsubid = 2 AND granted) < {registry.SLOTS}
     RETURNING id
-"""
+"""  # noqa: S608 - constant SQL
 
 _last_request = 0.0
 
@@ -55,7 +57,7 @@ def request_drain(force: bool = False) -> bool:
     _last_request = now
     try:
         with connection.cursor() as cursor:
-            cursor.execute(THROTTLE, {"class": ADVISORY_CLASS, "slots": settings.SB["DRAIN_SLOTS"]})
+            cursor.execute(THROTTLE, {"class": ADVISORY_CLASS, **registry.slot_params()})
             if cursor.fetchone() is None:
                 return False
         from django_q.tasks import async_task

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 
-from executions import payloads, state
+from executions import kick, payloads, registry, state
 from executions.models import StepStatus
 
 S = StepStatus
@@ -58,12 +57,25 @@ LOCK_DESTINATIONS = """
 """
 
 # Step 2, a new statement so its snapshot sees every claim committed before our locks:
-# free slots per destination = limit - RUNNING, and the token bucket for the request rate.
+# free slots per destination = limit - RUNNING, at most this worker's fair share of the limit
+# (limit / live drains, less what it runs already: otherwise the drain that commits first
+# takes every freed slot again and the others, and their database connections, stay idle),
+# and the token bucket for the request rate. Live drains hold a drain slot, an advisory lock
+# of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
 DESTINATION_BUDGETS = """
+    WITH drains AS (
+        SELECT greatest(1, count(*)) AS n FROM pg_locks
+        WHERE locktype = 'advisory' AND classid = %(drain_class)s AND granted
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
     SELECT d.id,
            greatest(0, least(
-               coalesce(d.concurrency_limit - (SELECT count(*) FROM executions_step r
-                                               WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
+               -- least() skips NULLs: an unlimited destination falls through to coalesce.
+               coalesce(least(d.concurrency_limit - (SELECT count(*) FROM executions_step r
+                                                     WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
+                              ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int
+                              - (SELECT count(*) FROM executions_step r
+                                 WHERE r.destination_id = d.id AND r.status = 'RUNNING'
+                                   AND r.leased_by = %(worker)s)),
                         %(limit)s),
                -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
                CASE WHEN d.rate_per_second IS NULL THEN %(limit)s
@@ -81,6 +93,7 @@ CLAIM_DESTINATION = f"""
              ORDER BY due_at LIMIT b.free
              FOR UPDATE SKIP LOCKED) s
     ORDER BY s.due_at
+    LIMIT %(limit)s
 """  # noqa: S608 - constant SQL
 
 # Spend the tokens of the claimed requests (rows are still locked by this transaction).
@@ -117,8 +130,9 @@ RENEW = f"""
 DB_NOW = "SELECT now()"
 
 def worker_label() -> str:
-    """This process as ``host:pid`` (computed per call: django-q2 forks worker processes)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as ``host:pid`` (computed per call: django-q2 forks worker processes);
+    the host is ``SB_WORKER_NAME`` when set (registry.worker_host)."""
+    return f"{registry.worker_host()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -182,32 +196,58 @@ def _claim(cursor: Any, step_ids: list[int]) -> list[ClaimedStep]:
     ]
 
 
-def claim(cursor: Any, limit: int, *, alone: bool = True) -> list[ClaimedStep]:
-    """Claim up to ``limit`` due steps (call inside a transaction). Their executions are not
-    touched here: the engine marks an execution RUNNING once it visibly runs (engine.py,
-    ``start_executions``). ``alone``: the caller has nothing in flight, so it may take a
-    suspect — which then comes by itself (see Isolation above)."""
+def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int | None = None,
+          plain_limit: int | None = None) -> list[ClaimedStep]:
+    """Claim up to ``limit`` due steps (call inside a transaction): at most ``plain_limit``
+    steps that call no destination and at most ``destination_limit`` that do (both default to
+    ``limit``). A caller passes as ``destination_limit`` the number of destination steps it
+    can *start now*, so it never holds a slot for a step waiting in its queue (S11).
+
+    Fairness: when both kinds are due, neither starves the other. Destination steps get
+    the first half of the room (rounded up; their slots bound them anyway), plain steps the
+    rest, and destination steps whatever room the plain ones left.
+
+    Their executions are not touched here: the engine marks an execution RUNNING once it
+    visibly runs (engine.py, ``start_executions``). ``alone``: the caller has nothing in
+    flight, so it may take a suspect — which then comes by itself (see Isolation above)."""
     if limit <= 0:
         return []
-    step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": limit}, alone)
-    claimed = _claim(cursor, step_ids)
-    remaining = limit - len(claimed)
-    if remaining > 0 and not waiting and not any(c.suspect for c in claimed):
-        claimed += _claim_destinations(cursor, remaining, alone=alone and not claimed)
+    bound_room = min(limit, limit if destination_limit is None else max(destination_limit, 0))
+    plain_room = min(limit, limit if plain_limit is None else max(plain_limit, 0))
+    claimed: list[ClaimedStep] = []
+    bound = 0
+    more_bound = True  # False once a destination pass took less than its room: nothing more is free
+    for kind, room in (("bound", min(bound_room, limit - limit // 2)), ("plain", plain_room), ("bound", bound_room)):
+        room = min(room - (bound if kind == "bound" else 0), limit - len(claimed))
+        if room <= 0 or (kind == "bound" and not more_bound):
+            continue
+        if kind == "plain":
+            step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": room}, alone and not claimed)
+            taken = _claim(cursor, step_ids)
+        else:
+            taken, waiting = _claim_destinations(cursor, room, alone=alone and not claimed)
+            bound += len(taken)
+            more_bound = len(taken) == room
+        claimed += taken
+        if waiting or any(c.suspect for c in taken):
+            break  # a suspect runs alone (see Isolation above)
     return claimed
 
 
-def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> list[ClaimedStep]:
+def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> tuple[list[ClaimedStep], bool]:
+    """Up to ``limit`` destination steps within their destinations' free slots and rate
+    tokens; and whether a suspect among the candidates waits for a drain with nothing in flight."""
     cursor.execute(LOCK_DESTINATIONS)
     locked = [row[0] for row in cursor.fetchall()]
     if not locked:
-        return []
-    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit})
+        return [], False
+    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker_label(),
+                                         "drain_class": kick.ADVISORY_CLASS})
     budgets = [(dest_id, free) for dest_id, free in cursor.fetchall() if free > 0]
     if not budgets:
-        return []
-    step_ids, _ = _take(cursor, CLAIM_DESTINATION, {
-        "dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets],
+        return [], False
+    step_ids, waiting = _take(cursor, CLAIM_DESTINATION, {
+        "dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets], "limit": limit,
     }, alone)
     claimed = _claim(cursor, step_ids)
     counts: dict[int, int] = {}
@@ -216,7 +256,7 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> list[Claimed
             counts[step.destination_id] = counts.get(step.destination_id, 0) + 1
     if counts:
         cursor.execute(SPEND_RATE_TOKENS, {"ids": list(counts), "claimed": list(counts.values())})
-    return claimed
+    return claimed, waiting
 
 
 def _lease_params(leases_: list[Lease]) -> dict[str, Any]:

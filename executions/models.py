@@ -61,8 +61,11 @@ class Execution(models.Model):
                                db_index=False)
     root = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                              db_index=False)
+    # No constraint: with no index on this column (one per child would cost every fan-out),
+    # each step the purge deletes would make PostgreSQL scan the execution table to check it.
+    # The spawner writes it with its own step id (records.py); the parent FK ties the child.
     spawned_by = models.ForeignKey("Step", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                   db_index=False)
+                                   db_index=False, db_constraint=False)
     spawn_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not a child
     item_index = models.IntegerField(null=True, blank=True)
     depth = models.PositiveSmallIntegerField(default=0)
@@ -73,6 +76,13 @@ class Execution(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Data lifecycle (S19, executions/retention.py), on roots only: when retention began to
+    # delete this tree's payloads (from then on no retry in the tree is accepted), and while
+    # it is under way, where it got to in the tree's (depth, id) order.
+    payloads_purged_at = models.DateTimeField(null=True, blank=True)
+    retention_depth = models.SmallIntegerField(null=True, blank=True)
+    retention_after = models.UUIDField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -94,7 +104,16 @@ class Execution(models.Model):
             models.Index(F("parent"), F("spawn_vertex"),
                          OrderBy(F("finished_at") - F("started_at"), descending=True, nulls_last=True),
                          F("item_index"), name="execution_child_duration", condition=Q(item_index__isnull=False)),
-            models.Index(fields=["root"], name="execution_root"),
+            # A tree in depth order: retention walks it by keyset and purges it bottom-up.
+            models.Index(fields=["root", "depth", "id"], name="execution_root_tree"),
+            # Retention's candidates (S19): finished roots, oldest first — the SUCCEEDED ones
+            # whose payloads are still there, and every finished one for the purge.
+            models.Index(fields=["finished_at", "id"], name="execution_payload_retention",
+                         condition=Q(parent__isnull=True, status="SUCCEEDED", payloads_purged_at__isnull=True)),
+            models.Index(fields=["finished_at", "id"], name="execution_finished_roots",
+                         condition=Q(parent__isnull=True, status__in=["SUCCEEDED", "FAILED", "CANCELLED"])),
+            models.Index(fields=["payloads_purged_at"], name="execution_retention_under_way",
+                         condition=Q(retention_after__isnull=False)),
             models.Index(fields=["version"], name="execution_version"),
             models.Index(fields=["chained_from"], name="execution_chained_from",
                          condition=Q(chained_from__isnull=False)),
@@ -204,8 +223,8 @@ class Step(models.Model):
 
 
 class Event(models.Model):
-    """Append-only history of every status transition (and a few notes). A database
-    trigger refuses UPDATE."""
+    """Append-only history of every status transition (and a few notes). Database triggers
+    refuse UPDATE, and DELETE except by data retention's purge (migration 0016_event_delete_guard)."""
 
     # No FK constraints here: events are written only by state.py's statements, which select
     # the rows they describe, and a constraint check per event costs the hot path dearly.
@@ -268,7 +287,9 @@ class FanOut(models.Model):
     merge_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no MERGE joins it
     target_version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="+")
     total = models.PositiveIntegerField()
-    cursor = models.PositiveIntegerField(default=0, help_text="Next item index to spawn (S3).")
+    cursor = models.PositiveIntegerField(default=0, help_text="Next child index to spawn (S3).")
+    # itemsPerChild: each child receives this many consecutive items; ``total`` counts children.
+    items_per_child = models.PositiveIntegerField(db_default=1)
     created = models.PositiveIntegerField(default=0)
     spawn_complete = models.BooleanField(default=False)
     succeeded = models.PositiveIntegerField(default=0)
@@ -279,6 +300,17 @@ class FanOut(models.Model):
     max_failure_ratio = models.FloatField(default=1.0)
     allowed_failures = models.PositiveIntegerField(default=0)
     fail_fast = models.BooleanField(default=False)
+    # maxConcurrency (NULL: no limit). A child is created runnable while a slot is free, else
+    # with its first step held (records.HELD_UNTIL); a runnable child that finishes frees its
+    # slot and the next held child is released (state.py). A retried child takes a slot back,
+    # so free_slots may go below zero until enough children finish. Every held child's index
+    # is >= release_cursor, so a release never rescans released children.
+    max_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    free_slots = models.IntegerField(db_default=0)
+    release_cursor = models.PositiveIntegerField(db_default=0)
+    # The payload bytes its children's inputs are expected to take (the stored list's size),
+    # counted at plan time so the fan-out never waits on bytes it wrote itself (S7).
+    expected_bytes = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:
@@ -326,6 +358,26 @@ class DrainKick(models.Model):
         return f"drain kick (last {self.last_enqueued_at})"
 
 
+class WorkerProcess(models.Model):
+    """A live worker process, registered at spawn and kept alive by a heartbeat (registry.py).
+
+    The number of rows seen within ``SB_WORKER_TTL_SECONDS`` is the number of drain slots;
+    a dead host's rows stop counting when their ``last_seen`` (database time) is older than
+    that, and the tick deletes them."""
+
+    host = models.CharField(max_length=200)  # SB_WORKER_NAME, else the host name
+    pid = models.IntegerField()
+    cluster = models.CharField(max_length=200, blank=True, db_default="")  # "<q cluster name>:<sentinel pid>"
+    started = models.DateTimeField(db_default=Now())
+    last_seen = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "pid"], name="workerprocess_host_pid_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid} (last seen {self.last_seen})"
+
+
 class DestinationCall(models.Model):
     """One outbound call to a destination: the Rate Limits page's error rate and latency."""
 
@@ -342,3 +394,84 @@ class DestinationCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.destination_id} {self.status_code} {self.latency_ms:.0f} ms"
+
+
+class Schedule(models.Model):
+    """Starts a workflow on a cron schedule (executions/schedules.py). ``next_run_at`` is the
+    next fire time (UTC); a worker claims a due row (``SKIP LOCKED``), starts one execution per
+    fire time (its idempotency key names the schedule and the fire time) and moves
+    ``next_run_at`` on, in one transaction. NULL while paused."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="schedules")
+    name = models.CharField(max_length=100)
+    workflow = models.ForeignKey(WorkflowDefinition, on_delete=models.PROTECT, related_name="schedules")
+    cron = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    input = models.JSONField(default=dict, blank=True)
+    catch_up = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True, help_text="The last fire time that started an execution.")
+    # No foreign key: data lifecycle may delete old executions; the UI links it while it exists.
+    last_execution_id = models.UUIDField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="", db_default="")
+    # The verified system actor that created or last changed a schedule of a reserved workflow
+    # (S15); fires start it as that actor while the actor stays active and covers the key.
+    system_actor = models.CharField(max_length=100, blank=True, default="", db_default="")
+    created_by = models.CharField(max_length=200, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="schedule_unique_name"),
+            models.CheckConstraint(condition=Q(enabled=False) | Q(next_run_at__isnull=False),
+                                   name="schedule_enabled_has_next_run"),
+        ]
+        indexes = [models.Index(fields=["next_run_at"], condition=Q(enabled=True), name="schedule_due")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class UploadFormat(models.TextChoices):
+    JSONL = "jsonl"  # application/x-ndjson: one JSON value per line
+    CSV = "csv"  # text/csv: a header row, then one object of strings per row
+
+
+class Upload(models.Model):
+    """A list of items received as a file (executions/uploads.py), kept until a start names
+    it (``{"$upload": id}``) and copies it into the execution's input; deleted a retention
+    period after its creation or last use. Its items count towards the payload store."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    format = models.CharField(max_length=8, choices=UploadFormat.choices)
+    items = models.PositiveBigIntegerField()
+    bytes = models.PositiveBigIntegerField(help_text="Bytes of the body received.")
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], name="upload_created")]
+
+    def __str__(self) -> str:
+        return f"upload {self.id} ({self.items:,} items)"
+
+
+class UploadItem(models.Model):
+    """One item of an upload, in file order. Live bytes are summed into PayloadUsage by the
+    payload store's trigger (migration 0013_uploads), so uploads count towards its capacity."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="+", db_index=False)
+    index = models.PositiveIntegerField()
+    data = models.JSONField()
+    size_bytes = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["upload", "index"], name="upload_item_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.upload_id}[{self.index}]"

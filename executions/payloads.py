@@ -48,6 +48,18 @@ MERGE_SUMMARY = """
     ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
 """
 
+# Put an upload's items, as a list in file order, at a path inside a stored payload.
+FILL_FROM_UPLOAD = """
+    UPDATE executions_payload p SET data = filled.data, size_bytes = octet_length(filled.data::text)
+    FROM (
+        SELECT jsonb_set(p.data, %(path)s::text[], (
+                   SELECT coalesce(jsonb_agg(i.data ORDER BY i.index), '[]'::jsonb)
+                   FROM executions_uploaditem i WHERE i.upload_id = %(upload)s)) AS data
+        FROM executions_payload p WHERE p.execution_id = %(execution)s AND p.name = %(name)s
+    ) filled
+    WHERE p.execution_id = %(execution)s AND p.name = %(name)s
+"""
+
 LOAD = """
     SELECT p.execution_id, p.name, p.data
     FROM executions_payload p
@@ -56,19 +68,6 @@ LOAD = """
 """
 
 USAGE = "SELECT coalesce(sum(bytes), 0) FROM executions_payloadusage"
-
-# Payloads of executions whose whole tree (the root) finished before the cutoff.
-RETENTION = """
-    WITH old AS (
-        SELECT e.id FROM executions_execution e
-        JOIN executions_execution r ON r.id = e.root_id
-        WHERE r.finished_at < now() - make_interval(secs => %(age)s)
-          AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
-        LIMIT %(limit)s
-    )
-    DELETE FROM executions_payload p USING old WHERE p.execution_id = old.id
-"""
-
 
 class PayloadError(ValueError):
     pass
@@ -116,6 +115,12 @@ def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:
     })
 
 
+def fill_from_upload(cursor: Any, execution_id: Any, name: str, *, path: list[str], upload: Any) -> None:
+    """Replace the value at ``path`` in a stored payload with the items of ``upload``
+    (executions/uploads.py), in file order; the list never leaves the database."""
+    cursor.execute(FILL_FROM_UPLOAD, {"execution": execution_id, "name": name, "path": path, "upload": upload})
+
+
 def decode(value: Any) -> Any:
     """A jsonb column read through Django's connection arrives as its JSON text."""
     return json.loads(value) if isinstance(value, str) else value
@@ -154,9 +159,3 @@ def pressure(cursor: Any) -> Pressure:
     used = int(cursor.fetchone()[0])
     return Pressure(used, int(settings.SB["PAYLOAD_CAPACITY_BYTES"]), float(settings.SB["PAYLOAD_HIGH_WATER"]))
 
-
-def apply_retention(cursor: Any, *, age_seconds: float | None = None, limit: int = 5000) -> int:
-    """Delete payloads of finished trees older than the retention age; returns rows deleted."""
-    age = settings.SB["PAYLOAD_RETENTION_SECONDS"] if age_seconds is None else age_seconds
-    cursor.execute(RETENTION, {"age": float(age), "limit": limit})
-    return int(cursor.rowcount)

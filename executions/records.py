@@ -36,16 +36,52 @@ INSERT_EXECUTIONS = """
     RETURNING id, item_index
 """
 
+# A held step (the first step of a child beyond its fan-out's maxConcurrency) is READY but due
+# at this far-off time, so no claim takes it until release_held_steps makes it due now. A
+# real timestamp, not 'infinity': Python's datetime (the ORM, the UI) cannot represent that.
+HELD_UNTIL = "9999-12-31T00:00:00+00:00"
+HELD_REASON = "waiting for a slot: its fan-out runs at most maxConcurrency children at once"
+
 # A step's destination is resolved by name in its execution's workspace (NULL: none).
 INSERT_STEPS = """
     INSERT INTO executions_step (execution_id, vertex, prev_vertex, attempt, max_attempts, due_at, wait_reason,
                                  destination_id, lease_expiries, state, error, created_at)
-    SELECT n.execution_id, n.vertex, n.prev_vertex, 1, n.max_attempts, now(), '', d.id, 0, '{}'::jsonb, '', now()
+    SELECT n.execution_id, n.vertex, n.prev_vertex, 1, n.max_attempts,
+           CASE WHEN n.held THEN %(held_until)s::timestamptz ELSE now() END,
+           CASE WHEN n.held THEN %(held_reason)s ELSE '' END, d.id, 0, '{}'::jsonb, '', now()
     FROM unnest(%(executions)s::uuid[], %(vertices)s::varchar[], %(prevs)s::varchar[], %(max_attempts)s::int[],
-                %(workspaces)s::bigint[], %(destinations)s::varchar[])
-         AS n(execution_id, vertex, prev_vertex, max_attempts, workspace_id, destination)
+                %(workspaces)s::bigint[], %(destinations)s::varchar[], %(held)s::boolean[])
+         AS n(execution_id, vertex, prev_vertex, max_attempts, workspace_id, destination, held)
     LEFT JOIN executions_destination d ON d.workspace_id = n.workspace_id AND d.name = n.destination
     ON CONFLICT (execution_id, vertex) DO NOTHING
+"""
+
+# Up to ``n`` held first steps of a fan-out's children, in item order from a cursor (every held
+# child's index is at or past it), made due now; per fan-out, how many and the last index. The
+# walk follows the per-item key's unique index. SKIP LOCKED: the only other writer of a held
+# step is a cancel, which is moving it to CANCELLED right now.
+RELEASE_HELD = """
+    WITH r AS (
+        SELECT unnest(%(parents)s::uuid[]) AS parent_id, unnest(%(vertices)s::varchar[]) AS spawn_vertex,
+               unnest(%(cursors)s::int[]) AS lo, unnest(%(limits)s::int[]) AS n
+    ),
+    held AS (
+        SELECT h.id, h.item_index, r.parent_id, r.spawn_vertex FROM r, LATERAL (
+            SELECT s.id, e.item_index FROM executions_execution e
+            JOIN executions_step s ON s.execution_id = e.id
+            WHERE e.parent_id = r.parent_id AND e.spawn_vertex = r.spawn_vertex AND e.item_index >= r.lo
+              AND s.status = 'READY' AND s.due_at = %(held_until)s::timestamptz
+            ORDER BY e.item_index
+            LIMIT r.n
+            FOR UPDATE OF s SKIP LOCKED
+        ) h
+    ),
+    moved AS (
+        UPDATE executions_step s SET due_at = now(), wait_reason = ''
+        FROM held WHERE s.id = held.id
+        RETURNING held.parent_id, held.spawn_vertex, held.item_index
+    )
+    SELECT parent_id, spawn_vertex, count(*), max(item_index) FROM moved GROUP BY parent_id, spawn_vertex
 """
 
 
@@ -77,6 +113,7 @@ class NewStep:
     max_attempts: int
     prev_vertex: str | None = None
     destination: str | None = None  # a destination name in the execution's workspace
+    held: bool = False  # not claimable until released (a fan-out's maxConcurrency)
 
 
 def insert_executions(cursor: Any, rows: Sequence[NewExecution]) -> list[tuple[uuid.UUID, int | None]]:
@@ -104,10 +141,12 @@ def insert_executions(cursor: Any, rows: Sequence[NewExecution]) -> list[tuple[u
 
 
 def insert_steps(cursor: Any, rows: Sequence[NewStep]) -> int:
-    """Insert READY steps, due now, and wake a drain if any is new; returns how many were inserted."""
+    """Insert READY steps, due now (or held: see HELD_UNTIL), and wake a drain if any is
+    new; returns how many were inserted."""
     if not rows:
         return 0
     cursor.execute(INSERT_STEPS, {
+        "held": [row.held for row in rows], "held_until": HELD_UNTIL, "held_reason": HELD_REASON,
         "executions": [row.execution_id for row in rows],
         "vertices": [row.vertex for row in rows],
         "prevs": [row.prev_vertex for row in rows],
@@ -119,3 +158,20 @@ def insert_steps(cursor: Any, rows: Sequence[NewStep]) -> int:
     if inserted:
         kick.work_created(cursor)
     return inserted
+
+
+def release_held_steps(cursor: Any, wanted: Sequence[tuple[uuid.UUID, str, int, int]]
+                       ) -> dict[tuple[uuid.UUID, str], tuple[int, int]]:
+    """Release held first steps: ``(parent execution, spawner vertex, cursor, n)`` makes up to
+    ``n`` of that fan-out's held children due now, in item order from ``cursor``. Returns, per
+    (parent, vertex) that released any, (how many, the last item index); wakes a drain if any."""
+    if not wanted:
+        return {}
+    cursor.execute(RELEASE_HELD, {
+        "parents": [w[0] for w in wanted], "vertices": [w[1] for w in wanted],
+        "cursors": [w[2] for w in wanted], "limits": [w[3] for w in wanted], "held_until": HELD_UNTIL,
+    })
+    released = {(row[0], row[1]): (int(row[2]), int(row[3])) for row in cursor.fetchall()}
+    if released:
+        kick.work_created(cursor)
+    return released

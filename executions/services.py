@@ -19,9 +19,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
-from executions import cancel, kick, payloads, quotas, records, retry, selectors, state, transient, versions
+from executions import (
+    cancel,
+    kick,
+    payloads,
+    quotas,
+    records,
+    retention,
+    retry,
+    selectors,
+    state,
+    transient,
+    uploads,
+    versions,
+)
 from executions.models import Execution, ExecutionStatus, Step, StepStatus
 from workflows import sudo
 from workflows.errors import Conflict, Invalid, NotFound, QuotaExceededError
@@ -113,14 +126,19 @@ def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None
 
 def _guard_start(cursor: Any, key: str, system_actor: sudo.VerifiedActor | None,
                  chained_from: uuid.UUID | None) -> None:
-    if not sudo.is_reserved(key):
-        return
+    """S15 for a start: a reserved workflow needs a system actor — or, for a CHAIN, a reserved
+    starter — and a reserved starter may chain only to reserved workflows."""
     if system_actor is None and chained_from is not None:
         cursor.execute(STARTER_KEY, {"execution": chained_from})
         row = cursor.fetchone()
-        sudo.require_engine_start(key, row[0] if row else None, "a CHAIN")
+        starter = row[0] if row else None
+        if starter is not None:
+            sudo.check_reserved_dependency(starter, target=key)
+        if sudo.is_reserved(key):
+            sudo.require_engine_start(key, starter, "a CHAIN")
         return
-    sudo.require(key, system_actor, "starting")
+    if sudo.is_reserved(key):
+        sudo.require(key, system_actor, "starting")
 
 
 def _guard(execution: Execution, system_actor: sudo.VerifiedActor | None, doing: str) -> None:
@@ -152,11 +170,28 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
         fingerprint = request_hash(workflow, version, input)
     except payloads.PayloadError as error:
         raise Invalid(f"input is {error}") from error
+    named = uploads.placements(input)
     with transaction.atomic(), connection.cursor() as cursor:
         execution_id, created = start_in(cursor, workspace_id=workspace.pk, input=input, workflow=workflow,
                                          version=version, idempotency_key=idempotency_key, request=fingerprint,
                                          created_by=created_by, system_actor=system_actor)
+        if created and named:
+            _fill_uploads(cursor, workspace.pk, execution_id, named)
     return Started(Execution.objects.select_related("version", "workflow").get(pk=execution_id), created)
+
+
+def _fill_uploads(cursor: Any, workspace_id: int, execution_id: uuid.UUID, named: list[uploads.Placement]) -> None:
+    """Put the list of each upload the input names (``{"$upload": id}``) in its place in the
+    stored input, inside PostgreSQL: the list never passes through the request or Python."""
+    uploads.use(cursor, workspace_id, named)
+    try:
+        for placement in named:
+            payloads.fill_from_upload(cursor, execution_id, payloads.INPUT, path=placement.path,
+                                      upload=placement.upload)
+    except OperationalError as error:  # jsonb's own limit: a value of at most 255 MB
+        if getattr(error.__cause__, "sqlstate", "") != "54000":
+            raise
+        raise Invalid(f"the uploaded list is too large for one execution input: {error.__cause__}") from error
 
 
 # --- cancel -------------------------------------------------------------------------------------
@@ -226,10 +261,18 @@ def _check_retryable(execution: Execution) -> None:
                        "would run work nobody waits for")
 
 
-def retry_execution(execution: Execution, *, actor: str = "", system_actor: sudo.VerifiedActor | None = None) -> Step:
+UNCHANGED: Any = object()  # retry_execution's default: keep the stored input
+
+
+def retry_execution(execution: Execution, *, input: Any = UNCHANGED, actor: str = "",
+                    system_actor: sudo.VerifiedActor | None = None) -> Step:
     """Retry a failed execution (a child or a top-level one): same id, same key, a new
-    attempt of the step it failed on. A parent whose merge failed on it re-opens (redrive)."""
+    attempt of the step it failed on. A parent whose merge failed on it re-opens (redrive).
+
+    With ``input``, the execution's input is replaced first, in the same transaction (an
+    operator's fix of a bad item); the change is noted in its events with both sizes."""
     _guard(execution, system_actor, "retrying executions of")
+    edited = None if input is UNCHANGED else _input_text(input)
     execution = Execution.objects.get(pk=execution.pk)
     _check_retryable(execution)
     step = Step.objects.filter(execution=execution, status=S.FAILED).order_by("-finished_at", "-id").first()
@@ -238,7 +281,14 @@ def retry_execution(execution: Execution, *, actor: str = "", system_actor: sudo
                        "retrying would fail again: fix the list and start the fan-out again")
     if step is None:
         raise Conflict("this execution failed on a FAIL vertex by design; retrying would fail again")
-    return _retry_steps(execution, [step], actor)[0]
+    return _retry_steps(execution, [step], actor, input=edited)[0]
+
+
+def _input_text(value: Any) -> str:
+    try:
+        return payloads.encode(value)
+    except payloads.PayloadError as error:
+        raise Invalid(f"input is {error}", errors=[{"field": "input", "message": str(error)}]) from error
 
 
 def retry_step(execution: Execution, vertex: str, *, actor: str = "",
@@ -256,7 +306,7 @@ def retry_step(execution: Execution, vertex: str, *, actor: str = "",
     return _retry_steps(execution, [step], actor)[0]
 
 
-def _retry_steps(execution: Execution, steps: list[Step], actor: str) -> list[Step]:
+def _retry_steps(execution: Execution, steps: list[Step], actor: str, *, input: str | None = None) -> list[Step]:
     message = f"retried by {actor}" if actor else "retried"
     with transaction.atomic(), connection.cursor() as cursor:
         workflow = versions.load_version(cursor, execution.version_id).workflow
@@ -265,8 +315,21 @@ def _retry_steps(execution: Execution, steps: list[Step], actor: str) -> list[St
             raise Conflict("the step is no longer FAILED")
         if not state.retry_executions(cursor, [execution.pk], message=message):
             raise Conflict("the execution is no longer FAILED")
+        retention.require_payloads(cursor, [execution.pk])  # S19: never run with a purged input
+        if input is not None:
+            _replace_input(cursor, execution, steps[0], input, actor)
         kick.work_created(cursor)
     return list(Step.objects.filter(pk__in=[s.pk for s in steps]))
+
+
+def _replace_input(cursor: Any, execution: Execution, step: Step, text: str, actor: str) -> None:
+    before = selectors.payloads.preview(execution.pk, payloads.INPUT)
+    payloads.put_many(cursor, [(execution.pk, payloads.INPUT, text)])
+    size = len(text.encode())
+    was = f"{before.size_bytes:,} bytes" if before else "none"
+    message = (f"{selectors.steps.INPUT_EDITED} by {actor or 'an operator'} for this retry "
+               f"(was {was}, now {size:,} bytes)")
+    state.note(cursor, [(execution.pk, step.pk, step.vertex, step.attempt + 1, message)])
 
 
 def retry_failed_children(parent: Execution, *, spawner: str | None = None, actor: str = "",
@@ -294,7 +357,9 @@ def retry_failed_children(parent: Execution, *, spawner: str | None = None, acto
                                          budgets=[row[1] for row in failed_steps], message=message)
         if not moved:
             return 0
-        children = state.retry_executions(cursor, sorted({row["execution_id"] for row in moved}), message=message)
+        retried = sorted({row["execution_id"] for row in moved})
+        children = state.retry_executions(cursor, retried, message=message)
+        retention.require_payloads(cursor, retried)  # S19: never run with a purged input
         kick.work_created(cursor)
         return children
 

@@ -18,6 +18,7 @@ module also keeps the derived bookkeeping consistent:
 * children entering or leaving a terminal status move their fan-out's counts, in the same
   transaction (so a MERGE decides in O(1));
 * a fan-out that becomes decided wakes its WAITING merge step;
+* a fan-out with maxConcurrency releases a held child for each running child that finishes;
 * a failed child that is retried re-opens a merge that had failed on it, and its parent
   execution (redrive, S9) — recursively up the tree.
 
@@ -36,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions import kick
+from executions import kick, metrics, records
 from executions.merge_rule import FANOUT_DECIDED
 from executions.models import ExecutionStatus, StepStatus
 
@@ -186,6 +187,7 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
                              source=source, sets=sets or {}, skip_locked=False,
                              returning=("s.spawned_by_id", "s.parent_id", "s.status"), message=message)
     moved = _fetch(cursor, sql, params)
+    metrics.children_finished(moved)
     _propagate_to_fanouts(cursor, moved)
     return moved
 
@@ -194,20 +196,41 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
 
 _COUNTER = {E.SUCCEEDED: 0, E.FAILED: 1, E.CANCELLED: 2}
 
+# Counts move with each child's terminal transition. With maxConcurrency, a child that entered
+# (left) a terminal status frees (takes back) a slot if it held one: if its first step was ever
+# released (due_at is not records.HELD_UNTIL). A bad item's child has no step, a cancelled held
+# child never ran: neither frees a slot. Evaluated only for fan-outs with a limit.
 _ADJUST_FANOUTS = f"""
     WITH d AS (
         SELECT unnest(%(ids)s::bigint[]) AS step_id, unnest(%(s)s::int[]) AS s,
                unnest(%(f)s::int[]) AS f, unnest(%(c)s::int[]) AS c, unnest(%(reopened)s::int[]) AS reopened
     ),
+    children AS (
+        SELECT unnest(%(child_fanouts)s::bigint[]) AS step_id, unnest(%(children)s::uuid[]) AS execution_id,
+               unnest(%(signs)s::int[]) AS sign
+    ),
     locked AS (
         SELECT f.step_id FROM executions_fanout f JOIN d USING (step_id) ORDER BY f.step_id FOR UPDATE OF f
     )
     UPDATE executions_fanout f
-    SET succeeded = f.succeeded + d.s, failed = f.failed + d.f, cancelled = f.cancelled + d.c
+    SET succeeded = f.succeeded + d.s, failed = f.failed + d.f, cancelled = f.cancelled + d.c,
+        free_slots = CASE WHEN f.max_concurrency IS NULL THEN f.free_slots ELSE f.free_slots + coalesce((
+            SELECT sum(c.sign) FROM children c WHERE c.step_id = f.step_id AND EXISTS (
+                SELECT 1 FROM executions_step st
+                WHERE st.execution_id = c.execution_id AND st.due_at <> %(held_until)s::timestamptz)), 0) END
     FROM d JOIN locked USING (step_id)
     WHERE f.step_id = d.step_id
-    RETURNING f.step_id, f.execution_id, f.merge_vertex, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided
+    RETURNING f.step_id, f.execution_id, f.merge_vertex, f.spawner_vertex, f.max_concurrency, f.free_slots,
+              f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided
 """  # noqa: S608 - constant SQL fragments and fixed column names only
+
+# After releasing held children: the slots they took, and where the next release starts.
+_RELEASED = """
+    UPDATE executions_fanout f SET free_slots = f.free_slots - r.n,
+                                   release_cursor = greatest(f.release_cursor, r.last + 1)
+    FROM unnest(%(ids)s::bigint[], %(counts)s::int[], %(lasts)s::int[]) AS r(step_id, n, last)
+    WHERE f.step_id = r.step_id
+"""
 
 _MERGE_STEPS = """
     SELECT s.id FROM executions_step s
@@ -218,15 +241,18 @@ _MERGE_STEPS = """
 
 def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
     deltas: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    children: list[tuple[int, Any, int]] = []  # (fan-out, child execution, +1 entered / -1 left terminal)
     for row in moved:
         if row["spawned_by_id"] is None:
             continue
         delta = deltas[row["spawned_by_id"]]
         if row["status"] in _COUNTER:
             delta[_COUNTER[row["status"]]] += 1
+            children.append((row["spawned_by_id"], row["id"], 1))
         if row["from_status"] in _COUNTER:
             delta[_COUNTER[row["from_status"]]] -= 1
             delta[3] += 1  # a child left a terminal status: the merge may need re-opening
+            children.append((row["spawned_by_id"], row["id"], -1))
     deltas = {key: value for key, value in deltas.items() if any(value[:3])}
     if not deltas:
         return
@@ -237,10 +263,28 @@ def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
         "f": [deltas[k][1] for k in keys],
         "c": [deltas[k][2] for k in keys],
         "reopened": [deltas[k][3] for k in keys],
+        "child_fanouts": [c[0] for c in children],
+        "children": [c[1] for c in children],
+        "signs": [c[2] for c in children],
+        "held_until": records.HELD_UNTIL,
     })
+    _release_held(cursor, [f for f in fanouts if f["max_concurrency"] is not None and f["free_slots"] > 0])
     with_merge = [f for f in fanouts if f["merge_vertex"]]
     _reopen_merges(cursor, [f for f in with_merge if f["reopened"]])
     _wake_merges(cursor, [f for f in with_merge if f["decided"]])
+
+
+def _release_held(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
+    """maxConcurrency: free slots go to held children, in item order (O(1) per finished child)."""
+    if not fanouts:
+        return
+    released = records.release_held_steps(cursor, [
+        (f["execution_id"], f["spawner_vertex"], f["release_cursor"], f["free_slots"]) for f in fanouts])
+    done = [(f["step_id"], *released[(f["execution_id"], f["spawner_vertex"])]) for f in fanouts
+            if (f["execution_id"], f["spawner_vertex"]) in released]
+    if done:
+        cursor.execute(_RELEASED, {"ids": [d[0] for d in done], "counts": [d[1] for d in done],
+                                   "lasts": [d[2] for d in done]})
 
 
 def _merge_source(fanouts: list[dict[str, Any]]) -> _Source:

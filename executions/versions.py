@@ -16,7 +16,11 @@ from executions import payloads
 from workflows import dsl
 
 # The rows of the versions to parse.
-VERSIONS = "SELECT id, definition_id, hash, dsl FROM workflows_workflowversion WHERE id = ANY(%(ids)s)"
+VERSIONS = """
+    SELECT v.id, v.definition_id, v.hash, v.dsl, d.key
+    FROM workflows_workflowversion v JOIN workflows_workflowdefinition d ON d.id = v.definition_id
+    WHERE v.id = ANY(%(ids)s)
+"""
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class LoadedVersion:
     definition_id: int
     hash: str
     workflow: dsl.Workflow
+    key: str  # its workflow's key (a definition's key never changes)
 
 
 _versions: dict[int, LoadedVersion] = {}
@@ -38,8 +43,8 @@ def load_versions(cursor: Any, version_ids: Sequence[int]) -> dict[int, LoadedVe
     missing = [vid for vid in set(version_ids) if vid not in _versions]
     if missing:
         cursor.execute(VERSIONS, {"ids": missing})
-        for vid, definition_id, digest, doc in cursor.fetchall():
-            _versions[vid] = LoadedVersion(vid, definition_id, digest, dsl.parse(payloads.decode(doc)))
+        for vid, definition_id, digest, doc, key in cursor.fetchall():
+            _versions[vid] = LoadedVersion(vid, definition_id, digest, dsl.parse(payloads.decode(doc)), key)
     return {vid: _versions[vid] for vid in version_ids}
 
 

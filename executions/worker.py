@@ -1,21 +1,25 @@
 """The worker: django-q2 task functions that drain ready steps in batches.
 
 ``drain`` is the only task that runs steps. It takes a drain slot (a session advisory lock,
-released by PostgreSQL if the process dies), then loops: claim a batch, run the steps on a
-thread pool (handlers are mostly I/O bound; no lock is held while they run), commit the
-finished ones in one fenced transaction, renew the leases of the ones still running, time
+released by PostgreSQL if the process dies), then loops: claim a batch, run the steps —
+HTTP steps and ``async def`` handlers on the drain's event loop (hundreds in flight on one
+thread), everything else on a thread pool (handlers are mostly I/O bound); no lock is held
+while they run — commit the finished ones in one fenced transaction, renew the leases of the ones still running, time
 out the ones past ``timeoutSeconds``, reap expired leases now and then. When idle it waits
 on ``LISTEN sb_work`` until new work is announced or the next due time arrives — a due time
 in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS`` with
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
-``tick`` runs on a django-q2 schedule (every minute): reap, apply payload retention, and
-make sure a drain runs when work is due. Cluster start-up (``post_spawn``) kicks too.
+``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass (the
+one ``sb_gc`` runs, S19), expire uploads and worker registrations, start due cron schedules
+(executions/schedules.py), and make sure a drain runs when work is due. Cluster start-up
+(``post_spawn``) starts due schedules and kicks too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import queue
@@ -30,9 +34,22 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import engine, kick, leases, payloads, transient
+from executions import (
+    destinations,
+    engine,
+    kick,
+    leases,
+    metrics,
+    outbound,
+    registry,
+    retention,
+    schedules,
+    transient,
+    uploads,
+)
 from executions.outcomes import Outcome, failed
 from executions.runs import LeaseLost, StepRun
+from schemabridge_site import logging as logs
 from workflows.dsl import ast
 
 log = logging.getLogger(__name__)
@@ -74,6 +91,70 @@ class InFlight:
     deadline: float | None = None
     lost: bool = False  # its lease was taken over: not started yet, it never will
     shown_running: bool = False  # its execution was marked RUNNING while it ran
+    on_loop: bool = False  # runs on the drain's event loop (a timed-out one is cancelled)
+
+    @property
+    def bound(self) -> bool:
+        """It holds a destination slot (S11)."""
+        return self.run.claimed.destination_id is not None
+
+
+class StepLoop:
+    """An asyncio event loop on a daemon thread of its own, for the steps that wait on the
+    network (HTTP steps, ``async def`` handlers): one thread keeps hundreds of them in flight.
+    Nothing on it touches the database (Django's connections are per thread and blocking):
+    steps arrive loaded, their results go back through futures, and the drain's thread
+    commits them."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="sb-step-loop", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coroutine: Any) -> Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def shutdown(self) -> None:
+        """Cancel what still runs (results after a drain ends are fenced off anyway), close
+        the outbound clients, stop the loop."""
+        async def close() -> None:
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+            await outbound.close_async_clients()
+
+        try:
+            asyncio.run_coroutine_threadsafe(close(), self.loop).result(timeout=5)
+        except Exception:
+            log.warning("the step loop did not close cleanly", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def start_thread(fn: Any, *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on a daemon thread of its own, now: a destination-bound step that must
+    run on a thread (a plain TASK handler with a destination) holds a slot, so it never waits
+    in the pool's queue. Its slots bound how many such threads there are."""
+    future: Future[Any] = Future()
+
+    def work() -> None:
+        try:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as error:
+                    future.set_exception(error)
+        finally:
+            db.connections.close_all()  # this thread's own connection goes with it
+
+    threading.Thread(target=work, name="sb-step-bound", daemon=True).start()
+    return future
 
 
 class StepPool:
@@ -144,8 +225,14 @@ class Drain:
         self.idle_seconds = conf["DRAIN_IDLE_SECONDS"] if idle_seconds is None else idle_seconds
         self.batch = int(conf["CLAIM_BATCH"] if batch is None else batch)
         threads = int(conf["STEP_THREADS"] if threads is None else threads)
-        # threads=0 runs steps inline on the calling thread (tests, single-step debugging).
+        # threads=0 runs steps inline on the calling thread (tests, single-step debugging),
+        # async ones included (HTTP steps then use the blocking client).
         self.pool: StepPool | InlineExecutor = StepPool(threads) if threads > 0 else InlineExecutor()
+        self.step_loop: StepLoop | None = None  # started with the first step that needs it
+        self.bound_retry_at = 0.0  # monotonic time before which no destination step is claimed
+        # Destination-bound steps in flight at most: each starts when claimed (leases.claim,
+        # destination_limit), so this drain never holds a slot it does not use.
+        self.bound_cap = int(conf["DESTINATION_IN_FLIGHT"]) if threads > 0 else self.batch
         self.in_flight: dict[Future[Outcome], InFlight] = {}
         self.listener: psycopg.Connection[Any] | None = None
         self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
@@ -180,6 +267,8 @@ class Drain:
                     self._recover(error)
         finally:
             self.pool.shutdown(wait=False, cancel_futures=True)
+            if self.step_loop is not None:
+                self.step_loop.shutdown()
             self._close_listener()
         return self.steps_done
 
@@ -219,10 +308,12 @@ class Drain:
         if connection_lost(error) or isinstance(error, psycopg.Error):
             if now - self.trouble_since > DOWN_FOR_GOOD:
                 raise error
+            metrics.drain_error("connection_lost")
             log.warning("database connection lost in a drain (%s); reconnecting in %.1fs", error, pause)
             connection.close()
             self._close_listener()
         else:
+            metrics.drain_error("unexpected")
             log.exception("drain: unexpected %s; the drain goes on (its in-flight steps are kept)",
                           type(error).__name__)
         time.sleep(pause)  # back-off between failing turns; durable waiting is never done this way
@@ -252,38 +343,80 @@ class Drain:
         return True
 
     def _claim_and_submit(self) -> int:
-        room = self.batch - len(self.in_flight)
-        if room < max(1, self.batch // 4):
+        """Claim what this drain can run: plain steps up to its batch (they may queue for a
+        thread), destination-bound steps only as many as it starts now (S11)."""
+        bound = sum(entry.bound for entry in self.in_flight.values())
+        plain_room = self.batch - (len(self.in_flight) - bound)
+        if plain_room < max(1, self.batch // 4):
+            plain_room = 0  # claim plain steps in batches, not one by one
+        # After a claim that found no destination step claimable, look again only once this
+        # drain has freed a slot itself (a commit) or after CLAIM_RETRY: a plain-only load
+        # then pays no destination statements on every turn.
+        bound_room = max(0, self.bound_cap - bound) if time.monotonic() >= self.bound_retry_at else 0
+        room = plain_room + bound_room
+        if room <= 0:
             return 0
         if any(entry.run.claimed.suspect for entry in self.in_flight.values()):
             return 0  # a step that may kill its worker runs alone (leases.py, "Isolation")
-        with transaction.atomic(), connection.cursor() as cursor:
-            claimed = leases.claim(cursor, room, alone=not self.in_flight)
+        with metrics.timed(metrics.CLAIM_SECONDS), transaction.atomic(), connection.cursor() as cursor:
+            claimed = leases.claim(cursor, room, alone=not self.in_flight, plain_limit=plain_room,
+                                   destination_limit=bound_room)
             runs = engine.load_runs(cursor, claimed)
+        metrics.steps_claimed(runs)
         for run in runs:
-            entry = InFlight(run)
-            future = self.pool.submit(self._execute, entry)
-            self.in_flight[future] = entry
-        if len(runs) == room and not self.asked_for_help:
-            # More ready work than this drain takes: ask (once) for another drain, so idle
-            # worker processes join in — and one is alive to reap if this one stalls.
+            self._start(InFlight(run))
+        if bound_room and not any(run.claimed.destination_id is not None for run in runs):
+            self.bound_retry_at = time.monotonic() + CLAIM_RETRY
+        if len(runs) > 1 and not self.asked_for_help:
+            # A backlog: ask (once) for another drain, so idle worker processes join in (each
+            # drain's turn is mostly database round trips; two overlap them) — and one is
+            # alive to reap if this one stalls. A helper with nothing to do ends when idle.
             self.asked_for_help = True
             kick.request_drain()
         return len(runs)
 
+    def _start(self, entry: InFlight) -> None:
+        """Hand a claimed step to where it runs: the event loop, a thread of its own (a
+        destination-bound step that blocks), or the thread pool."""
+        future: Future[Outcome]
+        if isinstance(self.pool, InlineExecutor):
+            future = self.pool.submit(self._execute, entry)
+        elif engine.runs_async(entry.run):
+            if self.step_loop is None:
+                self.step_loop = StepLoop()
+            entry.on_loop = True
+            future = self.step_loop.submit(self._execute_async(entry))
+        elif entry.bound:
+            future = start_thread(self._execute, entry)
+        else:
+            future = self.pool.submit(self._execute, entry)
+        self.in_flight[future] = entry
+
     def _execute(self, entry: InFlight) -> Outcome:
         if entry.lost:
             raise LeaseLost(f"step {entry.run.step_id} lost its lease before it started")
-        entry.started = time.monotonic()
-        vertex = entry.run.vertex
-        if isinstance(vertex, ast.WorkVertex):
-            entry.deadline = entry.started + vertex.timeout_seconds
+        self._started(entry)
         try:
-            return engine.execute(entry.run)
+            with logs.step_context(entry.run):
+                return engine.execute(entry.run)
         finally:
             if not isinstance(self.pool, InlineExecutor):
                 # Vertices that use the database do so on this thread's own connection.
                 close_old_connections()
+
+    async def _execute_async(self, entry: InFlight) -> Outcome:
+        if entry.lost:
+            raise LeaseLost(f"step {entry.run.step_id} lost its lease before it started")
+        self._started(entry)
+        with logs.step_context(entry.run):  # contextvars: each task on the loop has its own
+            return await engine.execute_async(entry.run)
+
+    @staticmethod
+    def _started(entry: InFlight) -> None:
+        entry.started = time.monotonic()
+        vertex = entry.run.vertex
+        if isinstance(vertex, ast.WorkVertex):
+            entry.deadline = entry.started + vertex.timeout_seconds
 
     def _collect(self, *, block: bool) -> int:
         """Commit every finished step (one transaction); returns how many were committed."""
@@ -299,8 +432,13 @@ class Drain:
             except LeaseLost as error:
                 log.warning("%s; its result is discarded", error)
         results += self._expire_timeouts()
+        if any(run.claimed.destination_id is not None for run, _ in results):
+            self.bound_retry_at = 0.0  # a slot of ours frees with this commit: claim again at once
         if results:
             self._commit(results)
+            # The call log of steps that ran on the loop (which has no database), after their
+            # results: it is a best-effort record, never a reason to hold a result back.
+            destinations.record_calls([row for run, _ in results for row in run.extra.pop("calls", ())])
         return len(results)
 
     def _expire_timeouts(self) -> list[tuple[StepRun, Outcome]]:
@@ -309,7 +447,9 @@ class Drain:
                    if entry.deadline is not None and now > entry.deadline]
         results = []
         for future, entry in expired:
-            del self.in_flight[future]  # the thread runs on; its late result is dropped
+            del self.in_flight[future]  # a thread runs on, its late result dropped; the loop's is cancelled
+            if entry.on_loop:
+                future.cancel()
             seconds = now - entry.started
             results.append((entry.run, failed(f"timed out after {seconds:.1f}s (timeoutSeconds "
                                               f"{entry.run.vertex.timeout_seconds:g})")))  # type: ignore[attr-defined]
@@ -351,12 +491,13 @@ class Drain:
 
     @staticmethod
     def _commit_once(results: list[tuple[StepRun, Outcome]]) -> None:
-        with transaction.atomic(), connection.cursor() as cursor:
+        with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             engine.commit(cursor, results)
 
     def _commit_apart(self, results: list[tuple[StepRun, Outcome]], error: DatabaseError) -> None:
         if len(results) == 1:
             run, _ = results[0]
+            metrics.drain_error("result_refused")
             log.error("step %s (%s): its result could not be recorded: %s", run.step_id, run.vertex.id, error)
             refused = failed(f"its result could not be recorded ({type(error).__name__}: {error})"[:2000],
                              retryable=False)
@@ -461,8 +602,9 @@ RELEASE_SLOT = "SELECT pg_advisory_unlock(%(class)s, %(slot)s)"
 
 
 def _take_slot() -> int | None:
+    """Take a free drain slot (one per live worker process, registry.py), or None."""
     with connection.cursor() as cursor:
-        for slot in range(int(settings.SB["DRAIN_SLOTS"])):
+        for slot in range(registry.drain_slots(cursor)):
             cursor.execute(TRY_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot})
             if cursor.fetchone()[0]:
                 return slot
@@ -549,21 +691,35 @@ def _drain_resiliently() -> int:
         return 0
 
 
-def tick() -> dict[str, int]:
-    """Scheduled task: reap expired leases, apply payload retention, wake a drain if due."""
+def tick() -> dict[str, Any]:
+    """Scheduled task: reap expired leases, run a retention pass bounded by
+    ``RETENTION_TICK_SECONDS`` (the one ``sb_gc`` runs, S19), apply upload retention, delete
+    expired worker registrations, start due schedules, wake a drain if due."""
     close_old_connections()
     requeued, failed_steps = engine.reap()
+    gc = retention.run_pass(max_seconds=float(settings.SB["RETENTION_TICK_SECONDS"]))
     with transaction.atomic(), connection.cursor() as cursor:
-        deleted = payloads.apply_retention(cursor)
+        workers_expired = registry.expire(cursor)
+        uploads_deleted = uploads.apply_retention(cursor)
+    scheduled = schedules.fire_due()
     if work_pending():
         kick.request_drain(force=True)
-    return {"requeued": requeued, "failed": failed_steps, "payloads_deleted": deleted}
+    return {"requeued": requeued, "failed": failed_steps, **gc.as_dict(), "uploads_deleted": uploads_deleted,
+            "workers_expired": workers_expired, "scheduled": scheduled}
 
 
 def on_worker_spawn(sender: Any = None, **kwargs: Any) -> None:
-    """django-q2 ``post_spawn``: a (re)started worker process asks for a drain."""
+    """django-q2 ``post_spawn``: a (re)started worker process registers itself (a heartbeat
+    thread keeps it registered: the drain slots follow the live workers), asks for a drain,
+    and starts the schedules that came due while the workers were down (not a minute later,
+    at the tick)."""
     try:
         close_old_connections()
+        registry.start_heartbeat(cluster=f"{settings.Q_CLUSTER.get('name', '')}:{os.getppid()}")
         kick.request_drain(force=True)
     except Exception:
         log.exception("could not kick a drain at worker start")
+    try:
+        schedules.fire_due()
+    except Exception:
+        log.exception("could not start due schedules at worker start (the tick retries)")

@@ -11,6 +11,12 @@ SB_DEMO       "1" installs the demo and fault injection (the ``demo`` app: demo.
               ``make chaos`` set it; a production deployment never does.
 SB_SSL_REDIRECT, SB_SECURE_COOKIES, SB_HSTS_SECONDS, SB_HSTS_INCLUDE_SUBDOMAINS, SB_HSTS_PRELOAD,
 SB_PROXY_SSL_HEADER   HTTPS hardening: on by default when DEBUG is off (docs/security.md).
+SB_HANDLER_MODULES    comma-separated dotted modules of TASK handlers, imported at start-up by
+              every process (web, workers, commands), as is each installed app's ``sb_handlers``
+              module (docs/dsl.md, "Handler packages").
+SB_METRICS_TOKEN      the bearer token that opens /metrics (unset: /metrics answers 404).
+PROMETHEUS_MULTIPROC_DIR  where each process writes its metrics (``sb_up`` sets it; docs/operations.md).
+LOG_FORMAT            "json": one JSON object per log line (docs/operations.md); else plain text.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from schemabridge_site.logging import formatter_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -89,6 +97,8 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SB_SECURE_COOKIES", _SECU
 SECURE_HSTS_SECONDS = env_int("SB_HSTS_SECONDS", 31_536_000 if _SECURE else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SB_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
 SECURE_HSTS_PRELOAD = env_bool("SB_HSTS_PRELOAD", _SECURE)
+# Load balancers and orchestrators probe the process itself, over plain http.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # Behind a TLS-terminating proxy: the header it sets for https requests, e.g.
 # SB_PROXY_SSL_HEADER=X-Forwarded-Proto (only if the proxy always sets or strips it).
 if os.environ.get("SB_PROXY_SSL_HEADER", "").strip():
@@ -117,8 +127,16 @@ DEMO = env_bool("SB_DEMO")
 if DEMO:
     INSTALLED_APPS += ["demo", "bench"]
 
+# TASK handler packages (docs/dsl.md): imported at start-up by workflows.apps; one that fails
+# to import stops the process with its name.
+SB_HANDLER_MODULES = [
+    module.strip() for module in os.environ.get("SB_HANDLER_MODULES", "").split(",") if module.strip()
+]
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files straight from the web process, compressed and cached (docs/operations.md).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -194,6 +212,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "static_collected"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# `manage.py collectstatic` (sb_up runs it) writes hashed, compressed copies that WhiteNoise
+# serves with far-future cache headers.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# A file missing from the manifest is linked unhashed (a 404 for that file), not a 500 page.
+WHITENOISE_MANIFEST_STRICT = False
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "ui:execution-list"
@@ -230,6 +256,7 @@ SPECTACULAR_SETTINGS = {
                                  "vhash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                                  "vertex": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"},
                                  "destname": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
+                                 "schedname": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
                                  "execid": {"type": "string", "format": "uuid"}},
     "ENUM_NAME_OVERRIDES": {
         "ExecutionStatusEnum": "executions.models.ExecutionStatus",
@@ -270,6 +297,9 @@ SB: dict[str, Any] = {
     "CLAIM_BATCH": env_int("SB_CLAIM_BATCH", 256),
     # Threads per worker process running claimed steps (handlers are mostly I/O bound).
     "STEP_THREADS": env_int("SB_STEP_THREADS", 16),
+    # Destination-bound steps (HTTP calls) one worker process runs at once on its event loop;
+    # each destination's own limit bounds them too.
+    "DESTINATION_IN_FLIGHT": env_int("SB_DESTINATION_IN_FLIGHT", 512),
     # Lease on a claimed step; renewed while the step runs. A dead worker's step is
     # re-claimed after this long.
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
@@ -281,8 +311,13 @@ SB: dict[str, Any] = {
     # A MERGE over at most this many children stores every child's output in its own output
     # (``items``); over more, only the counts: readers page through the children's outputs.
     "MERGE_INLINE_ITEMS": env_int("SB_MERGE_INLINE_ITEMS", 10_000),
-    # Drains alive at once across the whole deployment.
-    "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 8),
+    # Drains alive at once across the whole deployment: one per live worker process (the
+    # worker registry, executions/registry.py). SB_DRAIN_SLOTS, if set above 0, is a cap.
+    "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 0),
+    # Each worker process refreshes its registry row this often; a row not refreshed within
+    # the TTL no longer counts (its host is gone) and the tick deletes it.
+    "WORKER_HEARTBEAT_SECONDS": env_float("SB_WORKER_HEARTBEAT_SECONDS", 5.0),
+    "WORKER_TTL_SECONDS": env_float("SB_WORKER_TTL_SECONDS", 30.0),
     # A drain hands over to a fresh task after this long (well under the q timeout).
     "DRAIN_MAX_SECONDS": env_float("SB_DRAIN_MAX_SECONDS", 120.0),
     # An idle drain with no due timers exits after this long.
@@ -291,8 +326,14 @@ SB: dict[str, Any] = {
     "PAYLOAD_CAPACITY_BYTES": env_int("SB_PAYLOAD_CAPACITY_BYTES", 2 * 1024**3),
     "PAYLOAD_HIGH_WATER": env_float("SB_PAYLOAD_HIGH_WATER", 0.8),
     "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
-    # Payloads of finished executions are deleted this long after their root finished.
+    # Data lifecycle (S19, executions/retention.py): payloads of SUCCEEDED trees are deleted
+    # this long after their root finished; whole finished trees (any outcome) after
+    # RETENTION_SECONDS. A pass works in batches of RETENTION_BATCH executions; the tick's
+    # pass stops after RETENTION_TICK_SECONDS (the next one resumes).
     "PAYLOAD_RETENTION_SECONDS": env_float("SB_PAYLOAD_RETENTION_SECONDS", 7 * 24 * 3600),
+    "RETENTION_SECONDS": env_float("SB_RETENTION_SECONDS", 30 * 24 * 3600),
+    "RETENTION_BATCH": env_int("SB_RETENTION_BATCH", 2000),
+    "RETENTION_TICK_SECONDS": env_float("SB_RETENTION_TICK_SECONDS", 20.0),
     # This deployment's name in system actors' signed claims (S15): a claim signed for another
     # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
     # set it explicitly in production so that rotating SECRET_KEY does not change it.
@@ -308,12 +349,18 @@ SB: dict[str, Any] = {
     "MAX_START_BYTES": env_int("SB_MAX_START_BYTES", 8 * 1024 * 1024),
     "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
     "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
+    # Largest upload (POST /api/v1/uploads, streamed: never held in memory whole), and how long
+    # an upload is kept after its creation or last use by a start (executions/uploads.py).
+    "UPLOAD_MAX_BYTES": env_int("SB_UPLOAD_MAX_BYTES", 1024**3),
+    "UPLOAD_RETENTION_SECONDS": env_float("SB_UPLOAD_RETENTION_SECONDS", 24 * 3600),
     # Outbound HTTP reaches public addresses only; this opens chosen networks and hosts
     # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/outbound.py.
     "OUTBOUND_ALLOW": os.environ.get("SB_OUTBOUND_ALLOW", ""),
     # Fernet keys (comma-separated; the first seals) for destination credentials at rest.
     # Unset: credentials cannot be stored. See executions/credentials.py.
     "CREDENTIALS_KEY": os.environ.get("SB_CREDENTIALS_KEY", ""),
+    # The bearer token that opens /metrics; unset or empty: /metrics does not exist (404).
+    "METRICS_TOKEN": os.environ.get("SB_METRICS_TOKEN", "").strip(),
     # Reserved workflow keys (S15): only verified system actors may publish/start them.
     "RESERVED_KEY_PATTERNS": [
         p.strip() for p in os.environ.get("SB_RESERVED_KEY_PATTERNS", "system.*").split(",") if p.strip()
@@ -323,8 +370,9 @@ SB: dict[str, Any] = {
 LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # LOG_FORMAT=json: one JSON object per line, with execution, step and workspace where known.
+    "formatters": {"default": formatter_config(os.environ.get("LOG_FORMAT", ""))},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

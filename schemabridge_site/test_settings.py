@@ -22,3 +22,8 @@ SECURE_HSTS_SECONDS = 0
 # The suite must never wait on a lease from a killed test worker for long.
 SB["LEASE_SECONDS"] = float(os.environ.get("SB_LEASE_SECONDS", "30"))  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests only
+# No collectstatic before a test run: templates name the static files as they are.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+# WhiteNoise warns (an error under -W error) when STATIC_ROOT is missing, as it is in a fresh
+# checkout where collectstatic never ran; the suite serves static files from the finders.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405

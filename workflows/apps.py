@@ -7,3 +7,7 @@ class WorkflowsConfig(AppConfig):
 
     def ready(self) -> None:
         from workflows import checks  # noqa: F401 - registers the system checks
+        from workflows.handler_modules import load_handler_modules
+
+        # Every process (web, workers, commands) knows the same handlers before it serves.
+        load_handler_modules()

@@ -70,7 +70,16 @@ def version(workspace: Workspace, digest: str) -> VersionView:
                        created_at=first.created_at, dsl=first.dsl)
 
 
-# --- the admin's diff ---------------------------------------------------------------------------
+def version_of(workspace: Workspace, key: str, digest: str) -> WorkflowVersion:
+    """Version ``digest`` of workflow ``key`` (its definition loaded), in this workspace."""
+    found = (WorkflowVersion.objects.filter(definition__workspace=workspace, definition__key=key, hash=digest)
+             .select_related("definition").first())
+    if found is None:
+        raise NotFound(f"no version {digest[:64]} of workflow '{key}' in this workspace")
+    return found
+
+
+# --- the admin's diff (also the UI's) ---------------------------------------------------------------------------
 
 def pretty_canonical(version: WorkflowVersion) -> str:
     """The canonical DSL, indented for people (same content as the hashed bytes)."""

@@ -41,6 +41,10 @@ class DestinationName(_Pattern):
     regex = DESTINATION_NAME.pattern
 
 
+class ScheduleName(_Pattern):
+    regex = DESTINATION_NAME.pattern  # the same rule as destination names (executions/schedules.py)
+
+
 class ExecutionId:
     """Any spelling ``uuid.UUID`` accepts would do, but one canonical form keeps links stable."""
 
@@ -54,7 +58,7 @@ class ExecutionId:
 
 
 CONVERTERS: dict[str, Any] = {"wfkey": WorkflowKey, "vhash": VersionHash, "vertex": Vertex, "destname": DestinationName,
-              "execid": ExecutionId}
+              "schedname": ScheduleName, "execid": ExecutionId}
 
 OPENAPI = {name: {"type": "string", "pattern": f"^{cls.regex}$"} for name, cls in CONVERTERS.items()}
 OPENAPI["execid"] = {"type": "string", "format": "uuid"}

@@ -18,7 +18,6 @@ from rest_framework.response import Response
 
 from executions.api.errors import BadRequest
 
-DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 _INT32 = 2**31 - 1
 _INT64 = 2**63 - 1

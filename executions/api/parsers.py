@@ -126,3 +126,15 @@ def _member(path: str, key: str) -> str:
     if _PLAIN_KEY.fullmatch(key):
         return f"{path}.{key}"
     return f"{path}[{json.dumps(key, ensure_ascii=True)}]"
+
+
+class Unread(parsers.BaseParser):
+    """For streamed bodies (uploads): any media type, nothing read — the view reads the body
+    itself, chunk by chunk. DRF parses a session request's body during its CSRF check; this
+    keeps that from reading (or refusing) an upload before its role is checked."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:
+        return {}

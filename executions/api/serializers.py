@@ -16,7 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions import destinations
+from executions import destinations, schedules, selectors
 from executions.models import ExecutionStatus, StepStatus
 from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
@@ -79,6 +79,19 @@ class StartExecution(StrictSerializer):
         if not attrs.get("workflow") and not attrs.get("version"):
             raise serializers.ValidationError({"workflow": ["give a workflow key or a version hash"]})
         return attrs
+
+
+class RetryExecution(StrictSerializer):
+    input = serializers.JSONField(required=False, allow_null=True,
+                                  help_text="Replace the execution's input before retrying (any JSON). The edit "
+                                            "is noted in its events and the audit log.")
+
+
+class UploadSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text='Name it in a start\'s input: `{"entries": {"$upload": "<id>"}}`.')
+    items = serializers.IntegerField(help_text="Items stored (blank lines are skipped).")
+    bytes = serializers.IntegerField(help_text="Bytes of the body received.")
+    format = serializers.ChoiceField(choices=["jsonl", "csv"])
 
 
 class RetryFailedChildren(StrictSerializer):
@@ -144,6 +157,54 @@ class UpdateDestination(DestinationFields):
     destination by name, so renaming one would silently break them."""
 
 
+class _ScheduleField(serializers.Field):
+    """A JSON value handed on as received: executions/schedules.py checks it, so the API and
+    the admin refuse the same input with the same message."""
+
+    def __init__(self, rule: str, extra: str = "", **kwargs: Any) -> None:
+        text = schedules.RULES[rule]
+        super().__init__(required=False, help_text=f"{text[0].upper()}{text[1:]}.{extra}", **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class _ScheduleText(_ScheduleField):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class _ScheduleFlag(_ScheduleField):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.ANY)
+class _ScheduleInput(_ScheduleField):
+    pass
+
+
+class ScheduleFields(StrictSerializer):
+    name = _ScheduleText("name", " Required on create; on update only the current name.")
+    workflow = _ScheduleText("workflow", " Required on create; cannot be changed.")
+    cron = _ScheduleText("cron", " Required on create.")
+    timezone = _ScheduleText("timezone", " Default UTC.")
+    input = _ScheduleInput("input", " Default {}.", allow_null=True)
+    catch_up = _ScheduleFlag("catch_up", " Default false.")
+    enabled = _ScheduleFlag("enabled", " Default true.")
+
+
+class CreateSchedule(ScheduleFields):
+    pass
+
+
+class UpdateSchedule(ScheduleFields):
+    """Every field optional; ``name`` and ``workflow`` only unchanged."""
+
+
 # --- query parameters (read from ``request.query_params.dict()``) -----------------------------
 
 class PageQuery(serializers.Serializer):
@@ -160,6 +221,11 @@ class ExecutionListQuery(PageQuery):
     parent = serializers.UUIDField(required=False, help_text="Children of this execution.")  # type: ignore[assignment]
     top_level = serializers.BooleanField(required=False, allow_null=True, default=None,
                                          help_text="true: only executions without a parent; false: only children.")
+
+
+class ChildrenExportQuery(StrictSerializer):
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False,
+                                     help_text="Only children with this status (e.g. FAILED).")
 
 
 class ChildrenQuery(PageQuery):
@@ -207,9 +273,21 @@ class AncestorSerializer(serializers.Serializer):
     item_index = serializers.IntegerField(allow_null=True)
 
 
+class WaitingSerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="children, signal, timer, retry backoff, payload pressure, quota or "
+                                           "deferred.")
+    reason = serializers.CharField()
+    next_check_at = serializers.DateTimeField(allow_null=True, help_text="When it is looked at again (null: when a "
+                                                                         "signal wakes it, e.g. its children).")
+
+
 class StepSerializer(serializers.Serializer):
     vertex = serializers.CharField()
-    status = serializers.ChoiceField(choices=StepStatus.choices)
+    status = serializers.ChoiceField(choices=StepStatus.choices, help_text="The stored status. A step deferred "
+                                     "until a due time (timer, backoff, payload pressure) stays READY.")
+    display_status = serializers.SerializerMethodField(help_text="What operators see: WAITING for any step that "
+                                                       "waits (see waiting), else status.")
+    waiting = serializers.SerializerMethodField(help_text="How it waits (null: it does not).")
     prev_vertex = serializers.CharField(allow_null=True)
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
@@ -221,6 +299,15 @@ class StepSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.ChoiceField(choices=StepStatus.choices))
+    def get_display_status(self, step: Any) -> str:
+        return str(selectors.steps.display_status(step))
+
+    @extend_schema_field(WaitingSerializer(allow_null=True))
+    def get_waiting(self, step: Any) -> dict[str, Any] | None:
+        found = selectors.steps.waiting(step)
+        return None if found is None else WaitingSerializer(found).data
 
 
 class FanOutSerializer(serializers.Serializer):
@@ -260,6 +347,10 @@ class ExecutionDetailSerializer(ExecutionSerializer):
     output_preview = serializers.CharField(source="detail.output.preview", allow_null=True)
     steps = StepSerializer(many=True, source="detail.steps")
     fanouts = FanOutSerializer(many=True, source="detail.fanouts")
+    payloads_purged_at = serializers.DateTimeField(
+        source="detail.payloads_purged_at", allow_null=True,
+        help_text="When data retention deleted the payloads of its tree (S19): input and output are then null "
+                  "and no retry is accepted.")
 
 
 class MergeItemSerializer(serializers.Serializer):
@@ -291,6 +382,10 @@ class EventSerializer(serializers.Serializer):
 class CancelResultSerializer(serializers.Serializer):
     execution = ExecutionSerializer()
     cancelled = serializers.IntegerField(help_text="Executions cancelled: this one and its open descendants.")
+
+
+class CancelledChildrenSerializer(serializers.Serializer):
+    cancelled = serializers.IntegerField(help_text="Unfinished descendants cancelled (0: none was open).")
 
 
 class RetryResultSerializer(serializers.Serializer):
@@ -349,6 +444,26 @@ class DestinationSerializer(serializers.Serializer):
     @extend_schema_field(CredentialsSummary(allow_null=True))
     def get_credentials(self, destination: Any) -> dict[str, Any] | None:
         return {"set": True, "kind": destination.credentials_kind} if destination.credentials_kind else None
+
+
+class ScheduleSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    workflow = serializers.CharField(source="workflow.key", help_text="The workflow key; its current version runs.")
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    input = serializers.JSONField()
+    catch_up = serializers.BooleanField()
+    enabled = serializers.BooleanField()
+    next_run = serializers.DateTimeField(source="next_run_at", allow_null=True,
+                                         help_text="The next fire time (UTC); null while paused.")
+    last_run = serializers.DateTimeField(source="last_run_at", allow_null=True,
+                                         help_text="The last fire time that started an execution.")
+    last_execution = serializers.UUIDField(source="last_execution_id", allow_null=True,
+                                           help_text="The execution started at `last_run`.")
+    last_error = serializers.CharField(allow_blank=True, help_text="Why the last refused fire time did not start.")
+    created_by = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
 
 
 # --- problems (for the schema; errors.py renders them) ---------------------------------------

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from executions.api import converters
-from executions.api.views import actions, destinations, executions, workflows
+from executions.api.views import actions, destinations, executions, schedules, uploads, workflows
 from executions.api.views.base import ApiView
 
 converters.register()
@@ -48,17 +48,26 @@ urlpatterns = [
     path("executions/<execid:id>/input", on_path(executions.ExecutionInput), name="input"),
     path("executions/<execid:id>/output", on_path(executions.ExecutionOutput), name="output"),
     path("executions/<execid:id>/children", on_path(executions.ExecutionChildren), name="children"),
+    path("executions/<execid:id>/children.jsonl", on_path(executions.ExecutionChildrenJsonl),
+         name="children-jsonl"),
+    path("executions/<execid:id>/children.csv", on_path(executions.ExecutionChildrenCsv), name="children-csv"),
     path("executions/<execid:id>/events", on_path(executions.ExecutionEvents), name="events"),
     path("executions/<execid:id>/retry", on_path(actions.RetryExecution), name="retry"),
     path("executions/<execid:id>/children/retry-failed", on_path(actions.RetryFailedChildren),
          name="retry-failed-children"),
+    path("executions/<execid:id>/children/cancel-open", on_path(actions.CancelOpenChildren),
+         name="cancel-open-children"),
     path("executions/<execid:id>/steps/<vertex:vertex>/retry", on_path(actions.RetryStep), name="retry-step"),
     path("executions/<execid:id>/steps/<vertex:vertex>/output", on_path(executions.MergeOutput),
          name="merge-output"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
+    path("uploads", on_path(uploads.CreateUpload), name="uploads"),
     path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),
          name="destinations"),
     path("destinations/<destname:name>", on_path(destinations.DestinationDetail, destinations.UpdateDestination),
          name="destination"),
+    path("schedules", on_path(schedules.ScheduleList, schedules.CreateSchedule), name="schedules"),
+    path("schedules/<schedname:name>", on_path(schedules.ScheduleDetail, schedules.UpdateSchedule),
+         name="schedule"),
     re_path(r"^[\s\S]*", NoRoute.as_view()),  # not ".*": a path with a newline is a problem too
 ]

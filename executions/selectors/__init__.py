@@ -13,13 +13,14 @@ same few queries as a small one):
 * ``fanouts``      fan-out progress with the MERGE rule's verdicts computed by the database
                    (merge_rule.py), child counts for a page of executions, the long tail;
 * ``payloads``     stored inputs and outputs, bounded previews;
-* ``destinations`` destinations, their live counts and free slots.
+* ``destinations`` destinations, their live counts and free slots;
+* ``schedules``    cron schedules by name.
 
 Workflow definitions and versions are read in ``workflows/selectors.py``, with the app that
 owns those tables. Raw SQL here is a named module-level constant with a one-line description;
 callers pass values, never SQL.
 """
 
-from executions.selectors import children, destinations, executions, fanouts, payloads, steps
+from executions.selectors import children, destinations, executions, fanouts, payloads, schedules, steps
 
-__all__ = ["children", "destinations", "executions", "fanouts", "payloads", "steps"]
+__all__ = ["children", "destinations", "executions", "fanouts", "payloads", "schedules", "steps"]

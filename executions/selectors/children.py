@@ -1,11 +1,15 @@
-"""Reads of one parent's children: keyset pages in item order (the API) and numbered pages
-by index or by duration (the UI). Every page costs about the same, however deep."""
+"""Reads of one parent's children: keyset pages in item order (the API), numbered pages by
+index or by duration (the UI), and the streamed export of all of them (the API's
+children.jsonl / children.csv). Every page costs about the same, however deep."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import BooleanField, F, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
@@ -87,3 +91,56 @@ def _by_duration(rows: QuerySet[Execution], parent: Execution, spawner: str, sta
     ids = list(ranked[offset: min(offset + PAGE_SIZE, DURATION_SORT_LIMIT)])
     found = {row.pk: row for row in rows.filter(id__in=ids)}
     return [found[i] for i in ids if i in found]
+
+
+# --- exports (API: children.jsonl / children.csv) -------------------------------------------------
+
+EXPORT_PAGE = 1000  # children per query: an export of N children costs N / EXPORT_PAGE queries
+EXPORT_INLINE_BYTES = 64 * 1024  # a larger output is exported as its size only
+
+# One keyset page of a parent's children for an export, in (spawner, item) order after the
+# cursor, on the ``execution_unique_child_key`` index: each page costs the same however deep.
+# The output (the payload of the vertex that finished the child) is read only when it is at
+# most EXPORT_INLINE_BYTES; otherwise only its recorded size.
+EXPORT_PAGE_SQL = """
+    SELECT e.item_index, e.id, e.spawn_vertex, e.status, e.attempt, e.error,
+           CASE WHEN p.size_bytes <= %(inline)s THEN p.data::text END AS output, p.size_bytes
+    FROM executions_execution e
+    LEFT JOIN executions_payload p ON p.execution_id = e.id AND p.name = e.output_vertex
+    WHERE e.parent_id = %(parent)s AND e.item_index IS NOT NULL
+      AND (%(status)s::varchar IS NULL OR e.status = %(status)s::varchar)
+      AND (e.spawn_vertex, e.item_index) > (%(after_vertex)s::varchar, %(after_index)s::int)
+    ORDER BY e.spawn_vertex, e.item_index
+    LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class ExportedChild:
+    index: int
+    id: uuid.UUID
+    spawner: str
+    status: str
+    attempt: int
+    error: str
+    output: str | None  # JSON text; None when there is none or it is larger than EXPORT_INLINE_BYTES
+    output_bytes: int | None  # the stored output's size; None when there is no output
+
+
+def export(parent: Execution, *, status: str | None = None, page_size: int = EXPORT_PAGE) -> Iterator[ExportedChild]:
+    """Every child of ``parent`` (optionally only those with ``status``), in item order,
+    read lazily one keyset page at a time: memory holds one page, queries are
+    O(children / page_size). For a streaming response, so the generator runs while the
+    response is sent."""
+    after: tuple[str, int] = ("", -1)  # before every (spawner, index): vertex ids are never empty
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(EXPORT_PAGE_SQL, {"parent": parent.pk, "status": status, "after_vertex": after[0],
+                                             "after_index": after[1], "limit": page_size,
+                                             "inline": EXPORT_INLINE_BYTES})
+            rows = cursor.fetchall()
+        for row in rows:
+            yield ExportedChild(*row)
+        if len(rows) < page_size:
+            return
+        after = (rows[-1][2], rows[-1][0])

@@ -199,6 +199,14 @@ class Detail:
     fanouts: list[fanouts.FanOutView]
     input: payloads.Inline
     output: payloads.Inline
+    payloads_purged_at: Any = None
+
+
+def payloads_purged_at(execution: Execution) -> Any:
+    """When data retention began to delete the payloads of ``execution``'s tree (S19: stamped
+    on its root), or None."""
+    root = execution.root_id or execution.pk
+    return Execution.objects.filter(pk=root).values_list("payloads_purged_at", flat=True).first()
 
 
 def with_detail(execution: Execution) -> Execution:
@@ -207,7 +215,8 @@ def with_detail(execution: Execution) -> Execution:
     execution.detail = Detail(  # type: ignore[attr-defined] # read by the serializer
         lineage=lineage(execution), steps=steps.of(execution), fanouts=fanouts.of(execution),
         input=payloads.inline(execution.pk, payloads.store.INPUT),
-        output=payloads.inline(execution.pk, execution.output_vertex))
+        output=payloads.inline(execution.pk, execution.output_vertex),
+        payloads_purged_at=payloads_purged_at(execution))
     return execution
 
 

@@ -1,5 +1,5 @@
-"""Reads of stored payloads: an execution's input and output, and bounded previews that
-never ship a large payload whole."""
+"""Reads of stored payloads: an execution's input and output, bounded previews that never
+ship a large payload whole, and the store's usage against its capacity (S7)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from executions import versions
 from executions.models import Execution, FanOut
 from workflows.dsl import ast
 from workflows.errors import NotFound
+
+
+def store_usage() -> store.Pressure:
+    """The payload store's live bytes (shared by every workspace), its capacity and its
+    high-water mark: above the mark, fan-outs defer (S7)."""
+    with connection.cursor() as cursor:
+        return store.pressure(cursor)
 
 
 def input_of(execution: Execution) -> Any:

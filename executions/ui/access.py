@@ -69,3 +69,9 @@ def can_operate(request: UiRequest, execution: Execution | None = None) -> bool:
     if execution is not None and sudo.is_reserved(execution.workflow.key):
         return False
     return request.principal.can(Role.OPERATOR)
+
+
+def can_start(key: str) -> bool:
+    """Whether the UI offers to start workflow ``key``: a reserved one starts only through a
+    signed system actor (S15), which a browser session never is."""
+    return not sudo.is_reserved(key)

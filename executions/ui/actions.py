@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from executions import services
-from executions.ui import present
+from executions.ui import forms, present
 from executions.ui.access import UiRequest, workspace_view
-from executions.ui.responses import done
+from executions.ui.responses import done, problem
 from workflows.audit import audited
 from workflows.models import Role
 
@@ -34,6 +34,24 @@ def retry_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse
     what = f"child #{execution.item_index}" if execution.item_index is not None else "execution"
     return done(request, f"Retried {what} {present.short_id(execution.pk)} (step '{step.vertex}', "
                          f"attempt {step.attempt}).", back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def retry_edited(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    """Retry a failed execution with the input the operator edited (validated first; the
+    edit is noted in the execution's events and in the audit log)."""
+    form = forms.RetryInputForm(request.POST)
+    if not form.is_valid():
+        return problem(request, 400, forms.describe(form), errors=form.problems())
+    principal = request.principal
+    with audited(principal, "execution.retry", target=str(execution_id), detail={"input_edited": True}):
+        principal.require(Role.OPERATOR, "retry executions")
+        execution = services.get_execution(principal.workspace, execution_id)
+        step = services.retry_execution(execution, input=form.cleaned_data["input"], actor=principal.label)
+    what = f"child #{execution.item_index}" if execution.item_index is not None else "execution"
+    return done(request, f"Retried {what} {present.short_id(execution.pk)} with the edited input "
+                         f"(step '{step.vertex}', attempt {step.attempt}).", back=_back(execution_id))
 
 
 @require_POST
@@ -75,3 +93,17 @@ def cancel_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpRespons
         detail["cancelled"] = cancelled = services.cancel_execution(execution, actor=principal.label)
     return done(request, f"Cancelled {cancelled:,} execution{'s' if cancelled != 1 else ''}.",
                 back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def cancel_open_children(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    principal = request.principal
+    detail: dict[str, object] = {}
+    with audited(principal, "execution.cancel-open-children", target=str(execution_id), detail=detail):
+        principal.require(Role.OPERATOR, "cancel executions")
+        execution = services.get_execution(principal.workspace, execution_id)
+        detail["cancelled"] = cancelled = services.cancel_open_children(execution, actor=principal.label)
+    message = (f"Cancelled {cancelled:,} unfinished child execution{'s' if cancelled != 1 else ''}."
+               if cancelled else "No unfinished children to cancel.")
+    return done(request, message, back=_back(execution_id))

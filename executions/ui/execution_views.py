@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from executions import selectors
 from executions.models import Execution, Step
 from executions.selectors.fanouts import FanOutView
-from executions.ui import forms, parts, present
+from executions.ui import access, forms, parts, present
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import fragment_response, problem
 from workflows import selectors as workflow_selectors
@@ -59,7 +59,9 @@ def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
         # of holding it up (then polls like the other fragments).
         "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
         "input": preview,
+        "can_edit_retry": execution.status == "FAILED" and access.can_operate(request, execution),
         "input_size": present.size(preview.size_bytes) if preview else "",
+        "payloads_purged_at": selectors.executions.payloads_purged_at(execution),
     }
     return render(request, "ui/execution.html", context)
 

@@ -3,6 +3,7 @@ does not validate becomes a 400 answer naming the field, never a 500."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import timedelta
@@ -11,6 +12,7 @@ from typing import Any, cast
 from django import forms
 from django.utils import timezone
 
+from executions.api.parsers import MAX_REPORTED, unstorable
 from executions.models import ExecutionStatus
 from executions.selectors import children, executions
 
@@ -187,3 +189,45 @@ def describe(form: forms.Form) -> str:
 
 def field_errors(form: forms.Form) -> list[dict[str, str]]:
     return [{"field": field, "message": str(error)} for field, errors in form.errors.items() for error in errors]
+
+
+class JsonInputForm(forms.Form):
+    """An execution input typed as JSON: parsed here, and every value ``jsonb`` cannot store
+    reported at its JSON path (the API's own check), so the service sees only storable JSON."""
+
+    input = forms.CharField(required=False, strip=True, max_length=8 * 1024 * 1024)
+    path_errors: list[dict[str, str]]
+
+    def clean_input(self) -> Any:
+        self.path_errors = []
+        text = self.cleaned_data.get("input") or "{}"
+        try:
+            value = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError as error:
+            raise forms.ValidationError("Not JSON: nested too deeply.") from error
+        except ValueError as error:
+            detail = f"{error.msg} at line {error.lineno}, column {error.colno}" \
+                if isinstance(error, json.JSONDecodeError) else str(error)
+            raise forms.ValidationError(f"Not JSON: {detail}.") from error
+        self.path_errors = [{"path": path, "message": message} for path, message in unstorable(value)][:MAX_REPORTED]
+        if self.path_errors:
+            raise forms.ValidationError("The input has values that cannot be stored.")
+        return value
+
+    def problems(self) -> list[dict[str, str]]:
+        """Errors at their JSON path where there is one, else at their field."""
+        return getattr(self, "path_errors", []) or field_errors(self)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class StartForm(JsonInputForm):
+    idempotency_key = forms.CharField(required=False, strip=True, max_length=255)
+
+
+class RetryInputForm(JsonInputForm):
+    # Required: an absent input must not read as "{}" and replace the stored one.
+    input = forms.CharField(required=True, strip=True, max_length=8 * 1024 * 1024,
+                            error_messages={"required": "Give the edited input as JSON."})

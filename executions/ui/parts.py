@@ -56,6 +56,7 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "version_admin": reverse("admin:workflows_workflowversion_change", args=[execution.version_id]),
         "can_operate": access.can_operate(request, execution),
         "reserved": sudo.is_reserved(execution.workflow.key),
+        "input_edits": selectors.steps.input_edits(execution),
     }
     poll = Poll("execution-header", _url("execution-header", execution.pk), live=not execution.is_terminal)
     return render_fragment(request, "ui/execution/_header.html", context, poll)
@@ -72,6 +73,8 @@ class StepRow:
     wait_why: str
     events: list[Event]
     retryable: bool
+    display_status: str = ""  # WAITING for a READY step deferred to a due time (S7)
+    next_check: datetime | None = None
 
 
 def steps(request: UiRequest, execution: Execution) -> Fragment:
@@ -103,26 +106,22 @@ def _may_wait_for_slot(step: Step) -> bool:
 def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, Slots],
               execution: Execution) -> StepRow:
     wait, why = wait_reason(step, slots)
+    waiting = selectors.steps.waiting(step)
     return StepRow(step=step, kind=kind, duration=present.elapsed(step.started_at, step.finished_at), wait=wait,
                    wait_why=why, events=events,
-                   retryable=step.status == StepStatus.FAILED and execution.status == "FAILED")
-
-
-WAIT_KINDS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
-              ("quota", "quota"))
+                   retryable=step.status == StepStatus.FAILED and execution.status == "FAILED",
+                   display_status=selectors.steps.display_status(step),
+                   next_check=waiting.next_check_at if waiting else None)
 
 
 def wait_reason(step: Step, slots: dict[int, Slots]) -> tuple[str, str]:
     """(what the step waits for, in words) — timer, retry backoff, quota, payload pressure,
     a destination slot, its children — or ("", "") when it is not waiting."""
-    if step.status == StepStatus.WAITING:
-        return "children" if step.wait_reason.startswith("waiting for children") else "signal", step.wait_reason
+    found = selectors.steps.waiting(step)
+    if found is not None:
+        return found.kind, found.reason
     if step.status != StepStatus.READY:
         return "", ""
-    if step.due_at > timezone.now():
-        reason = step.wait_reason or "deferred"
-        kind = next((k for prefix, k in WAIT_KINDS if prefix in reason.lower()), "deferred")
-        return kind, reason
     slot = slots.get(step.destination_id) if step.destination_id else None
     if slot is not None and slot.saturated:
         return "destination slot", (f"destination '{slot.name}' has no free slot "
@@ -148,6 +147,7 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "counts": [(css, status, present.count(counts[status])) for css, status in SEGMENTS],
         "percent": f"{view.percent:.1f}",
         "total": present.count(view.total), "failed": present.count(view.failed),
+        "open": counts["PENDING"] + counts["RUNNING"],
         "created": present.count(view.created),
         "verdict": verdict(view),
         "outcome": outcome(view),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
@@ -55,8 +56,25 @@ def page(request: UiRequest) -> HttpResponse:
     return render(request, "ui/rate_limits.html", {
         "entries": _entries(rows), "form": forms.DestinationForm(),
         "can_operate": access.can_operate(request), "poll_seconds": POLL_SECONDS,
-        "panels": _panels(request, rows),
+        "panels": _panels(request, rows), "storage": _storage(),
     })
+
+
+def _storage() -> dict[str, Any]:
+    """The payload store's usage against its capacity and high-water mark (S7, S19)."""
+    usage = selectors.payloads.store_usage()
+    sb = settings.SB
+    return {
+        "used": present.size(usage.used_bytes), "capacity": present.size(usage.capacity_bytes),
+        "percent": present.percent(usage.used_bytes, usage.capacity_bytes),
+        "high_water": present.ratio_percent(usage.high_water),
+        "high_water_bytes": present.size(int(usage.capacity_bytes * usage.high_water)),
+        "used_bytes": usage.used_bytes, "capacity_bytes": usage.capacity_bytes,
+        "high_water_at": int(usage.capacity_bytes * usage.high_water),
+        "above": usage.above_high_water,
+        "payload_days": present.duration(float(sb["PAYLOAD_RETENTION_SECONDS"])),
+        "tree_days": present.duration(float(sb["RETENTION_SECONDS"])),
+    }
 
 
 def _panels(request: UiRequest, rows: list[Destination]) -> list[str]:

@@ -3,7 +3,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from executions.ui import actions, execution_views, rate_limits, workflow_views, workspace_views
+from executions.ui import actions, execution_views, rate_limits, schedule_views, workflow_views, workspace_views
 
 app_name = "ui"
 
@@ -22,11 +22,18 @@ urlpatterns = [
     path(f"{execution}/long-tail", execution_views.long_tail_fragment, name="execution-long-tail"),
     # Actions (POST only).
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
+    path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
+    path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
     path(f"{execution}/fanouts/<str:spawner>/retry-failed", actions.retry_failed_children,
          name="retry-failed-children"),
     path("workflows/", workflow_views.workflow_list, name="workflow-list"),
+    path("schedules/", schedule_views.schedule_list, name="schedule-list"),
+    path("schedules/rows", schedule_views.schedule_rows, name="schedule-rows"),
+    path("workflows/<str:key>/", workflow_views.workflow_page, name="workflow-detail"),
+    path("workflows/<str:key>/start", workflow_views.start, name="workflow-start"),
+    path("workflows/<str:key>/versions/<str:digest>/", workflow_views.version_page, name="version-detail"),
     path("workspace/", workspace_views.switch_workspace, name="switch-workspace"),
     path("rate-limits/", rate_limits.page, name="rate-limits"),
     path("rate-limits/counts", rate_limits.counts, name="rate-limit-counts"),

@@ -14,6 +14,7 @@ destination's base URL."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -32,47 +33,108 @@ def needs(vertex: ast.Http) -> set[str]:
     return needs_of(vertex.body, strings=(vertex.path,))
 
 
-def run(step: StepRun) -> Outcome:
+@dataclass
+class Call:
+    """One HTTP step's request, rendered and with its credentials added."""
+
+    step: StepRun
+    method: str
+    url: str
+    shown: str
+    body: Any
+    headers: dict[str, str]
+    timeout: float
+    max_bytes: int
+    hidden: list[str]
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def destination_id(self) -> int:
+        return int(cast(dict[str, Any], self.step.destination)["id"])
+
+    def record(self, status: int | None, error: str) -> tuple[int, int, int | None, float, str]:
+        """A call-log row (destinations.record_calls), its error text redacted."""
+        return (self.destination_id, self.step.step_id, status, time.monotonic() - self.started,
+                credentials.redact(error, self.hidden))
+
+
+def prepare(step: StepRun) -> Call:
     vertex = cast(ast.Http, step.vertex)
     if step.destination is None:
         raise NonRetryable(f"no destination named '{vertex.destination}' in this workspace")
     destination = step.destination
     url = target_url(destination["base_url"], render_placeholders(vertex.path, step.context))
-    shown = f"{vertex.method} {_shown(url)}"
     body = render(vertex.body, step.context) if vertex.body is not None else None
     secret = _credentials(destination)
-    # Every text that leaves this function (step error, event, call log) is redacted.
+    # Every text that leaves this module (step error, event, call log) is redacted.
     hidden = credentials.secrets(secret) if secret else []
     headers = _headers(dict(vertex.headers), credentials.headers(secret) if secret else {})
     headers["Idempotency-Key"] = step.idempotency_key
     timeout = min(float(destination["timeout_seconds"]), vertex.timeout_seconds)
-    started = time.monotonic()
+    return Call(step, vertex.method, url, f"{vertex.method} {_shown(url)}", body, headers, timeout,
+                destination["max_response_bytes"], hidden)
 
-    def record(status: int | None, error: str) -> None:
-        destinations.record_call(destination["id"], step.step_id, status, time.monotonic() - started,
-                                 credentials.redact(error, hidden))
 
+def run(step: StepRun) -> Outcome:
+    call = prepare(step)
     try:
-        response = outbound.fetch(vertex.method, url, json_body=body, headers=headers, timeout=timeout,
-                                  max_bytes=destination["max_response_bytes"])
-    except outbound.OutboundError as error:
-        record(None, str(error))
-        if not error.retryable:
-            raise NonRetryable(credentials.redact(f"{shown} refused: {error}", hidden)) from None
-        return failed(credentials.redact(f"{shown} {error}" if isinstance(error, outbound.DeadlineExceeded) else
-                                         f"{shown} failed: {error}", hidden))
-    except httpx.HTTPError as error:
-        record(None, f"{type(error).__name__}: {error}")
-        return failed(credentials.redact(f"{shown} failed: {type(error).__name__}: {error}", hidden))
+        response: outbound.Fetched | BaseException = outbound.fetch(
+            call.method, call.url, json_body=call.body, headers=call.headers, timeout=call.timeout,
+            max_bytes=call.max_bytes)
+    except (outbound.OutboundError, httpx.HTTPError) as error:
+        response = error
+    outcome, row = _judge(call, response)
+    destinations.record_call(*row)
+    return _deliver(outcome)
+
+
+def runs_async(step: StepRun) -> bool:
+    """HTTP steps run on the drain's event loop."""
+    return True
+
+
+async def run_async(step: StepRun) -> Outcome:
+    """``run`` on the event loop, through the destination's pooled async client. The call-log
+    row goes to ``step.extra["calls"]``: the drain writes it (no database on the loop)."""
+    call = prepare(step)
+    try:
+        response: outbound.Fetched | BaseException = await outbound.fetch_async(
+            call.method, call.url, json_body=call.body, headers=call.headers, timeout=call.timeout,
+            max_bytes=call.max_bytes, pool=call.destination_id)
+    except (outbound.OutboundError, httpx.HTTPError) as error:
+        response = error
+    outcome, row = _judge(call, response)
+    step.extra.setdefault("calls", []).append(row)
+    return _deliver(outcome)
+
+
+def _deliver(outcome: Outcome | NonRetryable) -> Outcome:
+    if isinstance(outcome, NonRetryable):
+        raise outcome
+    return outcome
+
+
+def _judge(call: Call, response: outbound.Fetched | BaseException) -> tuple[Outcome | NonRetryable, Any]:
+    """The step's outcome (or the NonRetryable to raise) and the call-log row for a response or error."""
+    shown, hidden = call.shown, call.hidden
+    if isinstance(response, outbound.OutboundError):
+        row = call.record(None, str(response))
+        if not response.retryable:
+            return NonRetryable(credentials.redact(f"{shown} refused: {response}", hidden)), row
+        return failed(credentials.redact(f"{shown} {response}" if isinstance(response, outbound.DeadlineExceeded)
+                                         else f"{shown} failed: {response}", hidden)), row
+    if isinstance(response, BaseException):
+        row = call.record(None, f"{type(response).__name__}: {response}")
+        return failed(credentials.redact(f"{shown} failed: {type(response).__name__}: {response}", hidden)), row
     ok = response.status < 400
     excerpt = "" if ok else credentials.redact(response.excerpt(), hidden)
-    record(response.status, excerpt)
+    row = call.record(response.status, excerpt)
     if ok:
-        return succeeded({"status": response.status, "body": response.body()})
+        return succeeded({"status": response.status, "body": response.body()}), row
     message = f"{shown} returned HTTP {response.status}: {excerpt}"
     if response.status == 429 or response.status >= 500:
-        return failed(message)
-    raise NonRetryable(message)
+        return failed(message), row
+    return NonRetryable(message), row
 
 
 def _credentials(destination: dict[str, Any]) -> dict[str, Any] | None:

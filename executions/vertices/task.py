@@ -1,10 +1,13 @@
-"""TASK: call a registered Python handler with the rendered ``input``."""
+"""TASK: call a registered Python handler with the rendered ``input``. A plain function runs
+on a worker thread; an ``async def`` handler runs on the drain's event loop (``run_async``)."""
 
 from __future__ import annotations
 
-from typing import cast
+import asyncio
+import inspect
+from typing import Any, cast
 
-from executions.handlers import HandlerContext, NonRetryable, registry
+from executions.handlers import Handler, HandlerContext, NonRetryable, registry
 from executions.outcomes import NO_OUTPUT, Outcome, succeeded
 from executions.runs import StepRun
 from executions.vertices.common import needs_of
@@ -16,7 +19,7 @@ def needs(vertex: ast.Task) -> set[str]:
     return needs_of(vertex.input)
 
 
-def run(step: StepRun) -> Outcome:
+def _call(step: StepRun) -> tuple[Handler, Any, HandlerContext]:
     vertex = cast(ast.Task, step.vertex)
     handler = registry.get(vertex.handler)
     if handler is None:
@@ -25,5 +28,28 @@ def run(step: StepRun) -> Outcome:
         raise NonRetryable(f"no destination named '{vertex.destination}' in this workspace")
     data = render(vertex.input, step.context)
     context = HandlerContext(str(step.execution.id), vertex.id, step.attempt, step.idempotency_key)
+    return handler, data, context
+
+
+def run(step: StepRun) -> Outcome:
+    handler, data, context = _call(step)
     output = handler(data, context)
+    if inspect.isawaitable(output):  # an ``async def`` handler outside a drain's loop (tests, tools)
+        output = asyncio.run(_awaited(output))
     return succeeded(NO_OUTPUT if output is None else output)
+
+
+def runs_async(step: StepRun) -> bool:
+    """An ``async def`` handler runs on the drain's event loop; a plain function on a thread."""
+    handler = registry.get(cast(ast.Task, step.vertex).handler)
+    return handler is not None and inspect.iscoroutinefunction(handler)
+
+
+async def run_async(step: StepRun) -> Outcome:
+    handler, data, context = _call(step)
+    output = await handler(data, context)
+    return succeeded(NO_OUTPUT if output is None else output)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

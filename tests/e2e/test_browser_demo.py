@@ -37,7 +37,7 @@ def test_the_demo_ledger_migration_in_the_execution_view(page, ui, operator, qcl
     ui.log_in(operator, next_path=f"/executions/{execution.pk}/")
     expect(page.locator("#execution-status")).to_have_text("SUCCEEDED")
     expect(page.locator("#verdict-fanout")).to_have_text(
-        f"{refused} failed of 1,000; tolerance 5% allows 50; failFast on")
+        f"{refused} failed of 1,000; tolerance 5% allows 50; failFast off")
     expect(page.locator(".fanout [data-count='SUCCEEDED']")).to_have_text(f"{1000 - refused:,}")
     expect(page.locator("#tail-p99")).not_to_be_empty()
     page.locator(".fanout a:has([data-count='FAILED'])").click()  # the failed entries, with their errors

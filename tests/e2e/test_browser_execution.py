@@ -61,7 +61,7 @@ def test_operator_repairs_a_failed_ledger_migration(page, ui, operator, qcluster
     for status in ("PENDING", "RUNNING", "CANCELLED", "NEVER_STARTED"):
         expect(count(page, status)).to_have_text("0")
     expect(page.locator("#verdict-fanout")).to_have_text(
-        "10 failed of 100; tolerance 5% allows 5; failFast on")
+        "10 failed of 100; tolerance 5% allows 5; failFast off")
     expect(page.locator("#merge-status-fanout")).to_have_text("FAILED")
     ui.screenshot("execution-1-merge-failed")
 

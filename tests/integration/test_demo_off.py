@@ -116,6 +116,11 @@ def production_env(django_db_setup: Any, django_db_blocker: Any) -> dict[str, st
     assert database.startswith("test_"), database
     env = {key: value for key, value in os.environ.items() if key not in {"SB_DEMO", "DEBUG"}}
     env.update(DJANGO_SETTINGS_MODULE="schemabridge_site.settings", SB_DB_NAME=database)
+    # Production serves hashed static files from STATIC_ROOT (WhiteNoise's manifest), as
+    # `make run` prepares them: pages render only after collectstatic.
+    collected = subprocess.run([sys.executable, str(ROOT / "manage.py"), "collectstatic", "--noinput", "-v", "0"],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert collected.returncode == 0, collected.stderr[-3000:]
     return env
 
 

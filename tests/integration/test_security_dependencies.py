@@ -103,3 +103,34 @@ def test_the_ui_cannot_create_or_change_a_reserved_destination(workspace: Any, d
     operator.post(reverse("ui:destination-limit", args=[destination.pk]), {"concurrency_limit": "0"}, **HTMX)
     assert Destination.objects.get().concurrency_limit == 4
     assert AuditEvent.objects.filter(action="destination.update", outcome="refused").exists()
+
+
+# --- at run time: versions published before the rule (or under other reserved patterns) -------
+
+@pytest.fixture
+def published_before_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publishing skips the dependency check, as it did before finding 10 was fixed."""
+    from workflows import sudo
+
+    monkeypatch.setattr(sudo, "check_reserved_dependencies", lambda key, workflow: None)
+
+
+@pytest.mark.parametrize(("doc", "vertex", "message"), [
+    (helpers.fanout_doc("migrate-entry"), "fan", "may start only reserved workflows"),
+    ({"start": "c", "vertices": {"c": {"type": "CHAIN", "workflow": "next-step"}}}, "c",
+     "may start only reserved workflows"),
+    (CALL_CRM, "call", "may call only reserved destinations"),
+])
+def test_the_engine_refuses_an_ordinary_dependency_of_a_reserved_workflow(
+        workspace: Any, published_before_the_rule: None, doc: dict[str, Any], vertex: str, message: str) -> None:
+    helpers.publish(workspace, "migrate-entry", helpers.NOOP)
+    helpers.publish(workspace, "next-step", helpers.NOOP)
+    Destination.objects.create(workspace=workspace, name="crm", base_url="http://127.0.0.1:9/")
+    publish_system(workspace, "system.rollout", doc)
+    execution = start_system(workspace, "system.rollout", {"items": [1, 2]})
+    helpers.run_engine()
+    step = helpers.step(execution, vertex)
+    assert step.status == "FAILED" and message in step.error
+    assert step.attempt == 1, "not retried: it would be refused again"
+    assert not Execution.objects.filter(parent=execution).exists()
+    assert not Execution.objects.filter(chained_from=execution).exists()

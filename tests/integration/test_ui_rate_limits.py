@@ -3,6 +3,8 @@ record of who changed what, destination creation, and the demo ledger's switch."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -133,3 +135,17 @@ def test_the_demo_ledger_switch_is_flipped_and_audited(operator, ledger):
     outcomes = list(AuditEvent.objects.filter(action="demo.switch").order_by("id").values_list("outcome", flat=True))
     assert outcomes == ["accepted", "refused"]
 
+
+
+def test_the_page_shows_the_payload_store_against_capacity_and_high_water_mark(operator, workspace, settings):
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    helpers.start(workspace, "noop", {"blob": "x" * 50_000})
+    settings.SB = {**settings.SB, "PAYLOAD_CAPACITY_BYTES": 100 * 1024 * 1024, "PAYLOAD_HIGH_WATER": 0.8}
+    page = text(operator.get("/rate-limits/"))
+    assert "<h2>Storage</h2>" in page and "<span data-capacity>100.0 MB</span>" in page
+    assert "high-water mark <span data-high-water>80%</span>" in page and "(80.0 MB)" in page
+    assert re.search(r"<strong data-used>[0-9.]+ KB</strong>", page) and "Below the high-water mark" in page
+
+    settings.SB = {**settings.SB, "PAYLOAD_CAPACITY_BYTES": 50_000}
+    page = text(operator.get("/rate-limits/"))
+    assert "Above the high-water mark: new fan-outs wait" in page

@@ -298,3 +298,13 @@ def test_large_inputs_are_outlined_not_shipped(workspace):
     assert '"batch": "2026-01"' in preview.text
     small = helpers.start(workspace, "noop", {"who": "ops"})
     assert selectors.payloads.preview(small.pk, "input").text == '{\n  "who": "ops"\n}'
+
+
+def test_a_fanout_offers_download_links_for_all_and_failed_children(viewer, failed_fanout, workspace):
+    html = viewer.get(detail(failed_fanout)).content.decode()
+    api = f"/api/v1/executions/{failed_fanout.pk}/children"
+    for href in (f"{api}.csv", f"{api}.jsonl", f"{api}.csv?status=FAILED", f"{api}.jsonl?status=FAILED"):
+        assert f'href="{href}"' in html
+    helpers.publish(workspace, "plain", helpers.NOOP)
+    plain = helpers.start(workspace, "plain", {})
+    assert "children-downloads" not in viewer.get(detail(plain)).content.decode()  # no fan-out, no links

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 from demo.models import DemoSwitch
@@ -33,3 +35,29 @@ def record(data: Any, context: HandlerContext) -> Any:
 
 def set_flaky(on: bool) -> None:
     DemoSwitch.objects.update_or_create(name=FLAKY_SWITCH, defaults={"on": on})
+
+
+class AsyncProbe:
+    """What ``test.async_wait`` saw: how many ran at once, and on which threads."""
+
+    def __init__(self) -> None:
+        self.running = self.peak = 0
+        self.threads: set[str] = set()
+
+
+async_probe = AsyncProbe()
+
+
+@handler("test.async_wait")
+async def async_wait(data: Any, context: HandlerContext) -> Any:
+    """An ``async def`` handler: waits ``data["seconds"]`` without a thread, counting overlap."""
+    async_probe.running += 1
+    async_probe.peak = max(async_probe.peak, async_probe.running)
+    async_probe.threads.add(threading.current_thread().name)
+    try:
+        await asyncio.sleep(float(data.get("seconds", 0.2)))
+    finally:
+        async_probe.running -= 1
+    if data.get("fail"):
+        raise NonRetryable("asked to fail")
+    return {"waited": data.get("seconds", 0.2), "key": context.idempotency_key}

@@ -37,6 +37,12 @@ class Recorder:
             self.in_flight -= 1
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog (5) drops part of a burst of concurrent connects, which
+    # then retry a second later: tests that count calls in flight need them all at once.
+    request_queue_size = 256
+
+
 def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -132,7 +138,7 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serve() -> Iterator[tuple[str, Recorder]]:
     recorder = Recorder()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(recorder))
+    server = _Server(("127.0.0.1", 0), _handler(recorder))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

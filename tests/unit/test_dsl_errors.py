@@ -879,3 +879,51 @@ def test_parse_does_not_modify_the_document() -> None:
     errors_of(doc)
     parse(full_doc())
     assert doc == before
+
+
+# --- SPAWNER: itemsPerChild and maxConcurrency (issue 16 §3) ---------------------------------
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "2", True, 100_001])
+def test_items_per_child_is_a_bounded_integer(value: Any) -> None:
+    assert_only(changed("spawner", itemsPerChild=value), "$.vertices.spawner.itemsPerChild",
+                "must be an integer from 1 to 100000")
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, "10", False, 1_000_001])
+def test_max_concurrency_is_a_bounded_integer(value: Any) -> None:
+    assert_only(changed("spawner", maxConcurrency=value), "$.vertices.spawner.maxConcurrency",
+                "must be an integer from 1 to 1000000")
+
+
+def test_batched_spawner_fields_parse() -> None:
+    spawner = parse(changed("spawner", itemsPerChild=50, maxConcurrency=8.0)).vertices["spawner"]
+    assert (spawner.items_per_child, spawner.max_concurrency) == (50, 8)  # type: ignore[attr-defined]
+    assert spawner.item_input == "$.items"  # type: ignore[attr-defined]  # a batch's default input: its items
+
+
+@pytest.mark.parametrize("text", ["$.item", "$.item.id", "$.item[0]"])
+def test_a_batched_child_has_no_single_item(text: str) -> None:
+    assert_only(changed("spawner", itemsPerChild=10, itemInput={"x": text}), "$.vertices.spawner.itemInput.x",
+                "with itemsPerChild 10 a child receives a list of items; use $.items")
+
+
+def test_batch_paths_inside_item_input_are_valid() -> None:
+    parse(changed("spawner", itemsPerChild=10, itemInput={"rows": "$.items", "first": "$.items[0].id",
+                                                          "batch": "$.index", "from": "$.firstItem"}))
+    parse(changed("spawner", itemInput={"rows": "$.items", "from": "$.firstItem"}))  # one item: a list of one
+
+
+@pytest.mark.parametrize("text", ["$.items", "$.firstItem"])
+def test_batch_paths_outside_item_input(text: str) -> None:
+    assert_only(changed("task", input={"x": text}), "$.vertices.task.input.x",
+                f"invalid path '{text}': a path must start with one of $.input, $.steps")
+
+
+def test_the_first_item_position_has_no_parts() -> None:
+    assert_only(changed("spawner", itemInput={"n": "$.firstItem.x"}), "$.vertices.spawner.itemInput.n",
+                "$.firstItem is a number and has no parts")
+
+
+def test_every_spawner_problem_is_reported_at_once() -> None:
+    errors = errors_of(changed("spawner", itemsPerChild=0, maxConcurrency="x", itemInput={"a": "$.item"}))
+    assert [where for where, _ in errors] == ["$.vertices.spawner.itemsPerChild", "$.vertices.spawner.maxConcurrency"]

@@ -101,6 +101,7 @@ def work_vertex(draw: Any, kind: str, upstream: list[str]) -> dict[str, Any]:
         if target in ("version", "both"):
             vertex["version"] = draw(st.binary(min_size=32, max_size=32)).hex()
         optional(draw, vertex, "itemInput", ITEM_TEMPLATES, reads)
+        optional(draw, vertex, "maxConcurrency", st.integers(1, 1000))
     elif kind == "CHAIN":
         vertex["workflow"] = draw(st.sampled_from(["self", "next-job", "poller.v2"]))
         optional(draw, vertex, "input", TEMPLATES, reads)
@@ -191,7 +192,7 @@ MERGE_CONFIG = {"tolerateChildFailures": [], "failureTolerance": {"maxFailureRat
 DEFAULTS: dict[str, dict[str, Any]] = {
     "TASK": {**WORK, "input": "$.input", "destination": None},
     "HTTP": {**WORK, "method": "POST", "path": "/", "headers": {}, "body": None},
-    "SPAWNER": {**WORK, "itemInput": "$.item"},
+    "SPAWNER": {**WORK, "itemInput": "$.item", "itemsPerChild": 1, "maxConcurrency": None},
     "MERGE": {"next": None, "config": MERGE_CONFIG},
     "TIMER": {"next": None},
     "CHOICE": {"default": None},
@@ -465,3 +466,17 @@ def test_changing_a_retry_value_changes_the_hash(doc: dict[str, Any], data: st.D
 def test_different_logic_never_shares_a_hash(a: dict[str, Any], b: dict[str, Any]) -> None:
     if parse(a) != parse(b):
         assert content_hash(a) != content_hash(b)
+
+
+def test_new_spawner_fields_are_in_the_canonical_form_only_when_not_default() -> None:
+    base = {"start": "s", "vertices": {"s": {"type": "SPAWNER", "items": "$.input.items", "workflow": "child"}}}
+    explicit = copy.deepcopy(base)
+    explicit["vertices"]["s"].update({"itemsPerChild": 1, "maxConcurrency": None})
+    assert canonical(explicit) == canonical(base)
+    assert b"itemsPerChild" not in canonical(base) and b"maxConcurrency" not in canonical(base)
+    batched = copy.deepcopy(base)
+    batched["vertices"]["s"].update({"itemsPerChild": 25, "maxConcurrency": 4})
+    form = json.loads(canonical(batched))["vertices"]["s"]
+    assert (form["itemsPerChild"], form["maxConcurrency"], form["itemInput"]) == (25, 4, "$.items")
+    assert len({content_hash(base), content_hash(batched),
+                content_hash({**batched, "vertices": {"s": {**batched["vertices"]["s"], "maxConcurrency": 5}}})}) == 3

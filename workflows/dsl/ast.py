@@ -128,15 +128,24 @@ class Spawner(WorkVertex):
     workflow: str | None = None
     version: str | None = None
     item_input: Any = "$.item"
+    items_per_child: int = 1
+    max_concurrency: int | None = None
     type: ClassVar[str] = "SPAWNER"
 
     def _fields(self) -> dict[str, Any]:
-        return {
+        canonical: dict[str, Any] = {
             "items": self.items,
             "workflow": self.workflow,
             "version": self.version,
             "itemInput": self.item_input,
         }
+        # Added after versions were published: present only when not the default, so every
+        # existing document keeps its hash (tests/fixtures/dsl_hashes.json).
+        if self.items_per_child != 1:
+            canonical["itemsPerChild"] = self.items_per_child
+        if self.max_concurrency is not None:
+            canonical["maxConcurrency"] = self.max_concurrency
+        return canonical
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ VERSION_HASH = re.compile(r"[0-9a-f]{64}")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MAX_ATTEMPTS_LIMIT = 100
 MAX_BACKOFF_LIMIT = 30 * 86400  # a retry wait of more than 30 days is a mistake
+MAX_ITEMS_PER_CHILD = 100_000  # a child's input holds its items: beyond this, pass a path instead
+MAX_CONCURRENCY_LIMIT = 1_000_000
 SAFE_NUMBER = 2**53 - 1  # I-JSON (RFC 7493): beyond this, integers are not exact in JSON
 
 COMMON = {"type", "next"}
@@ -35,7 +37,7 @@ WORK = COMMON | {"retry", "timeoutSeconds"}
 ALLOWED_FIELDS = {
     "TASK": WORK | {"handler", "input", "destination"},
     "HTTP": WORK | {"destination", "method", "path", "body", "headers"},
-    "SPAWNER": WORK | {"items", "workflow", "version", "itemInput"},
+    "SPAWNER": WORK | {"items", "workflow", "version", "itemInput", "itemsPerChild", "maxConcurrency"},
     "MERGE": COMMON | {"spawner", "config"},
     "TIMER": COMMON | {"seconds", "until"},
     "CHOICE": {"type", "choices", "default"},
@@ -295,13 +297,28 @@ def _spawner(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.
     version = reader.string(raw, "version", where, pattern=VERSION_HASH, what="a 64-character hex version hash")
     if workflow is None and version is None:
         reader.report(where, "a SPAWNER needs 'workflow' (a key) or 'version' (a hash)")
+    per_child = reader.integer(raw, "itemsPerChild", where, 1, low=1, high=MAX_ITEMS_PER_CHILD)
+    concurrency = None
+    if raw.get("maxConcurrency") is not None:
+        concurrency = reader.integer(raw, "maxConcurrency", where, 1, low=1, high=MAX_CONCURRENCY_LIMIT)
+    # A child of a batch receives $.items; by default its input is that list.
+    item_input = reader.template(raw.get("itemInput", "$.item" if per_child == 1 else "$.items"),
+                                 f"{where}.itemInput", vid, allow_item=True)
+    if per_child > 1:
+        for suffix, text in template_paths(item_input):
+            if text == "$.item" or text.startswith(("$.item.", "$.item[")):
+                reader.report(f"{where}.itemInput{suffix}",
+                              f"{text}: with itemsPerChild {per_child} a child receives a list of items; "
+                              "use $.items (and $.firstItem for the first one's position)")
     return ast.Spawner(
         id=vid,
         **_work(reader, raw, where),
         items=items if isinstance(items, str) else "",
         workflow=workflow,
         version=version,
-        item_input=reader.template(raw.get("itemInput", "$.item"), f"{where}.itemInput", vid, allow_item=True),
+        item_input=item_input,
+        items_per_child=per_child,
+        max_concurrency=concurrency,
     )
 
 

@@ -1,9 +1,10 @@
 """Paths and templates over the execution context.
 
 A *path* addresses a value in the execution context: ``$.input.order.lines[0]``,
-``$.steps.fetch.output.entries``, and inside a SPAWNER's ``itemInput`` also ``$.item`` and
-``$.index``. Segments are ``.name`` (letters, digits, ``_``, ``-``) or ``[n]`` (a list
-index).
+``$.steps.fetch.output.entries``, and inside a SPAWNER's ``itemInput`` also ``$.item``,
+``$.items`` (the child's items: a list of one unless ``itemsPerChild`` is set), ``$.index``
+(the child's position) and ``$.firstItem`` (its first item's position in the list).
+Segments are ``.name`` (letters, digits, ``_``, ``-``) or ``[n]`` (a list index).
 
 A *template* is any JSON value in which every string that is a path (``"$"`` or starts with
 ``"$."``) is replaced by the value it addresses. A string starting with ``"$$"`` stands for
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 ROOTS_ALWAYS = ("input", "steps")
-ROOTS_ITEM = ("item", "index")
+ROOTS_ITEM = ("item", "index", "items", "firstItem")
+NUMBER_ROOTS = ("index", "firstItem")
 
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
 _PLACEHOLDER = re.compile(r"\{(\$[^{}]*)\}")
@@ -77,8 +79,8 @@ def check_path(text: str, *, allow_item: bool = False) -> Path:
         len(path.segments) < 3 or path.segments[2] != "output" or not isinstance(path.segments[1], str)
     ):
         raise PathSyntaxError("a step path has the form $.steps.<vertex>.output…")
-    if path.root == "index" and len(path.segments) > 1:
-        raise PathSyntaxError("$.index is a number and has no parts")
+    if path.root in NUMBER_ROOTS and len(path.segments) > 1:
+        raise PathSyntaxError(f"$.{path.root} is a number and has no parts")
     return path
 
 

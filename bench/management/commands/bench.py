@@ -7,15 +7,18 @@
     manage.py bench redelivery --items 10000
     manage.py bench scale [--sizes 1000,10000,100000]
     manage.py bench ui --children 100000      (the operator UI's server time; same as bench_ui)
+    manage.py bench cluster --hosts 3 --items 50000 [--broker redis]   (root: network namespaces)
+    manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
@@ -44,7 +47,22 @@ class Command(BaseCommand):
         ui = sub.add_parser("ui", help="server time of the execution view over a large fan-out")
         ui.add_argument("--children", type=int, default=100_000)
         ui.add_argument("--repeats", type=int, default=5)
-        for each in (fanout, floor, baseline, redelivery, scale):
+        cluster = sub.add_parser("cluster", help="worker hosts in network namespaces on one PostgreSQL over TCP; "
+                                                 "one host is SIGKILLed halfway (needs root)")
+        cluster.add_argument("--hosts", type=int, default=3)
+        cluster.add_argument("--items", type=int, default=50_000)
+        cluster.add_argument("--workers", type=int, default=2, help="worker processes per host")
+        cluster.add_argument("--broker", choices=("database", "redis"), default="database",
+                             help="django-q2's broker: the database (default) or a Redis started for the bench")
+        cluster.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)  # the run inside the miniature
+        destination = sub.add_parser("destination", help="HTTP calls against a destination limit (S11)")
+        destination.add_argument("--limit", type=int, default=32, help="the destination's concurrency limit")
+        destination.add_argument("--latency-ms", type=float, default=50.0, help="the loopback server's latency")
+        destination.add_argument("--items", type=int, default=5_000, help="HTTP calls (one per child)")
+        destination.add_argument("--background-items", type=int, default=0,
+                                 help="a plain fan-out of no-op TASK children running at the same time")
+        destination.add_argument("--workers", type=int, default=2)
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -55,6 +73,12 @@ class Command(BaseCommand):
 
             call_command("bench_ui", children=options["children"], repeats=options["repeats"], json=True,
                          stdout=self.stdout, stderr=self.stderr)
+            return
+        if options["which"] == "cluster":  # it builds its own database server and hosts
+            result = self._cluster(options)
+            self.stdout.write(json.dumps(result, indent=None if options.get("json") or options["driver"] else 2))
+            if result.get("ok") is False:
+                sys.exit(1)
             return
         if not common.in_bench_database():
             common.reexec_in_bench_database(sys.argv[1:])
@@ -100,3 +124,19 @@ class Command(BaseCommand):
 
         sizes = [int(part) for part in options["sizes"].split(",") if part.strip()]
         return scale.run(sizes, options["workers"])
+
+    def _cluster(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import cluster
+
+        if options["driver"]:
+            return cluster.drive(options["hosts"], options["items"], options["workers"])
+        try:
+            return cluster.run(options["hosts"], options["items"], options["broker"], options["workers"])
+        except cluster.ClusterBenchError as error:
+            raise CommandError(str(error)) from error
+
+    def _destination(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import destination
+
+        return destination.run(options["limit"], options["latency_ms"], options["items"],
+                               background_items=options["background_items"], workers=options["workers"])

@@ -1,5 +1,6 @@
-"""Operator actions on executions (S9): retry a failed execution or step, retry every
-failed child of a fan-out, cancel. Each needs the operator role and is audited."""
+"""Operator actions on executions (S9, S18): retry a failed execution or step, retry every
+failed child of a fan-out, cancel, cancel the open children. Each needs the operator role
+and is audited."""
 
 from __future__ import annotations
 
@@ -22,17 +23,23 @@ NOT_RETRYABLE = problems(s409="Not in a state that allows this (not FAILED, fail
 
 
 class RetryExecution(ApiView):
-    @extend_schema(operation_id="retry_execution", tags=TAG, request=None,
+    @extend_schema(operation_id="retry_execution", tags=TAG, request=s.RetryExecution,
                    description="Retry a FAILED execution (a child or a top-level one): same id, same "
                                "idempotency key, a new attempt of the step it failed on. A parent whose merge "
-                               "failed re-evaluates when its retried children finish.",
+                               "failed re-evaluates when its retried children finish. With `input`, the "
+                               "execution's input is replaced first (noted in its events and the audit log). "
+                               "The body may be empty.",
                    responses={200: s.RetryResultSerializer, **NOT_RETRYABLE})
-    @writes("execution.retry", Role.OPERATOR, "retry executions", target="{id}")
+    @writes("execution.retry", Role.OPERATOR, "retry executions", target="{id}", limit="MAX_START_BYTES")
     def post(self, request: Request, id: uuid.UUID) -> Response:
+        data = body(s.RetryExecution, request)
         principal = self.principal
-        with acting(principal, "execution.retry", Role.OPERATOR, target=str(id), what="retry executions"):
+        edit = {"input": data["input"]} if "input" in data else {}
+        detail = {"input_edited": True} if edit else None
+        with acting(principal, "execution.retry", Role.OPERATOR, target=str(id), what="retry executions",
+                    detail=detail):
             step = services.retry_execution(services.get_execution(principal.workspace, id), actor=principal.label,
-                                            system_actor=principal.system_actor)
+                                            system_actor=principal.system_actor, **edit)
         return _retried(principal.workspace, id, step)
 
 
@@ -87,3 +94,19 @@ class CancelExecution(ApiView):
                                                   actor=principal.label, system_actor=principal.system_actor)
         execution = selectors.executions.get(principal.workspace, id, with_counts=True)
         return Response(s.CancelResultSerializer({"execution": execution, "cancelled": cancelled}).data)
+
+
+class CancelOpenChildren(ApiView):
+    @extend_schema(operation_id="cancel_open_children", tags=TAG, request=None,
+                   description="Cancel every unfinished child of the execution, and everything under them, "
+                               "also when the execution itself has finished (S18). `cancelled` is 0 when none "
+                               "was open.",
+                   responses={200: s.CancelledChildrenSerializer})
+    @writes("execution.cancel-open-children", Role.OPERATOR, "cancel executions", target="{id}")
+    def post(self, request: Request, id: uuid.UUID) -> Response:
+        principal = self.principal
+        with acting(principal, "execution.cancel-open-children", Role.OPERATOR, target=str(id),
+                    what="cancel executions"):
+            cancelled = services.cancel_open_children(services.get_execution(principal.workspace, id),
+                                                      actor=principal.label, system_actor=principal.system_actor)
+        return Response(s.CancelledChildrenSerializer({"cancelled": cancelled}).data)

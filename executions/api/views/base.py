@@ -43,14 +43,20 @@ class Write:
     what: str
     target: str
     limit: str
+    streamed: bool = False
 
 
-def writes(action: str, role: str, what: str, *, target: str = "", limit: str = "MAX_WRITE_BYTES"
-           ) -> Callable[[Handler], Handler]:
+def writes(action: str, role: str, what: str, *, target: str = "", limit: str = "MAX_WRITE_BYTES",
+           streamed: bool = False) -> Callable[[Handler], Handler]:
     """Mark a handler as a write: ``ApiView`` checks ``role`` and the body size before the body
-    is read or parsed. The handler still runs its write in ``acting`` (the accepted row)."""
+    is read or parsed. The handler still runs its write in ``acting`` (the accepted row).
+
+    A ``streamed`` write reads its own body as a stream (an upload): only its declared
+    Content-Length is checked here, and no claim may sign it (verifying one needs the whole
+    body in memory); the handler enforces the limit while reading."""
     def mark(handler: Handler) -> Handler:
-        handler.sb_write = Write(action, role, what, target, limit)  # type: ignore[attr-defined]  # read in initial
+        handler.sb_write = Write(action, role, what, target, limit,  # type: ignore[attr-defined]  # read in initial
+                                 streamed)
         return handler
     return mark
 
@@ -70,6 +76,12 @@ class ApiView(APIView):
         write = self._write(request)
         if write is not None:
             self._check_role(write, kwargs)
+        if write is not None and write.streamed:
+            check_declared_size(request, int(settings.SB[write.limit]), write.limit)
+            if signing.present(request.headers.get):
+                raise BadRequest("a system actor's claim cannot sign a streamed upload; send it without X-SB-* "
+                                 "headers")
+            return
         if write is not None or signing.present(request.headers.get):  # a claim signs the body
             setting = write.limit if write is not None else "MAX_WRITE_BYTES"
             read_body(request, int(settings.SB[setting]), setting)
@@ -95,9 +107,7 @@ def read_body(request: Request, limit: int, setting: str) -> None:
     if hasattr(django_request, "_body") or django_request._read_started:  # type: ignore[attr-defined]  # Django's own flag
         return
     too_large = PayloadTooLarge(f"the request body is larger than {limit:,} bytes (SB_{setting})")
-    declared = str(django_request.META.get("CONTENT_LENGTH") or "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
+    check_declared_size(request, limit, setting)
     chunks, size = [], 0
     while chunk := django_request.read(_CHUNK):
         size += len(chunk)
@@ -108,11 +118,19 @@ def read_body(request: Request, limit: int, setting: str) -> None:
     django_request._body = b"".join(chunks)
 
 
+def check_declared_size(request: Request, limit: int, setting: str) -> None:
+    """A 413 for a body whose Content-Length is above ``limit``, before reading any of it."""
+    declared = str(request._request.META.get("CONTENT_LENGTH") or "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the request body is larger than {limit:,} bytes (SB_{setting})")
+
+
 @contextlib.contextmanager
-def acting(principal: Principal, action: str, role: str, *, target: str, what: str) -> Iterator[None]:
+def acting(principal: Principal, action: str, role: str, *, target: str, what: str,
+           detail: dict[str, Any] | None = None) -> Iterator[None]:
     """Run a write as ``principal``: the role check and the write share one audit record,
     so a refused attempt (wrong role, unknown id, conflict) is logged with its reason."""
-    with audited(principal, action, target=target):
+    with audited(principal, action, target=target, detail=detail):
         principal.require(role, what)
         yield
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from executions import selectors, services
-from executions.api import pagination
+from executions.api import exports, pagination
 from executions.api import serializers as s
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, header, query, writes
@@ -146,6 +149,57 @@ class ExecutionChildren(ApiView):
                                        after=after, limit=params["limit"])
         return pagination.page(request, rows, params["limit"], selectors.children.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
+
+
+WRITERS: dict[str, Callable[[Iterable[selectors.children.ExportedChild]], Iterator[bytes]]] = {
+    "jsonl": exports.jsonl, "csv": exports.csv_rows}
+
+
+class _ChildrenExport(ApiView):
+    """Every child of an execution, streamed: one keyset page of children in memory at a time."""
+
+    media_type = ""
+    suffix = ""  # a key of WRITERS
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[BaseRenderer, str]:
+        # The body is a file, not a rendered value: any Accept gets it (problems stay JSON).
+        return super().perform_content_negotiation(request, force=True)
+
+    def export(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        status = query(s.ChildrenExportQuery, request).get("status")
+        parent = selectors.executions.get(self.principal.workspace, id)
+        rows = selectors.children.export(parent, status=status)
+        response = StreamingHttpResponse(WRITERS[self.suffix](rows), content_type=self.media_type)
+        name = f"children-{parent.pk}{'-' + status.lower() if status else ''}.{self.suffix}"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+def _export_schema(operation_id: str, media_type: str, what: str) -> Any:
+    return extend_schema(
+        operation_id=operation_id, tags=TAG, parameters=[s.ChildrenExportQuery],
+        description=f"Every child of the execution, in item order, as {what}, streamed (any number of children; "
+                    "an output larger than 64 KiB is given as its size only). `?status=FAILED`: only those.",
+        responses={(200, media_type): OpenApiResponse(OpenApiTypes.STR, description=what)})
+
+
+class ExecutionChildrenJsonl(_ChildrenExport):
+    media_type, suffix = "application/x-ndjson", "jsonl"
+
+    @_export_schema("export_children_jsonl", "application/x-ndjson",
+                    "JSON Lines: one object per child (index, id, spawner, status, attempt, error, output, "
+                    "outputBytes)")
+    def get(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        return self.export(request, id)
+
+
+class ExecutionChildrenCsv(_ChildrenExport):
+    media_type, suffix = "text/csv", "csv"
+
+    @_export_schema("export_children_csv", "text/csv",
+                    "CSV with a header row: index, id, spawner, status, attempt, error, output (JSON), output_bytes")
+    def get(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        return self.export(request, id)
 
 
 class ExecutionEvents(ApiView):

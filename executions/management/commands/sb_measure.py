@@ -130,7 +130,8 @@ class Command(BaseCommand):
                                     timeout_seconds=120.0),
                     destination={"id": destination.pk, "name": destination.name, "base_url": base_url,
                                  "timeout_seconds": 120.0, "max_response_bytes": cap},
-                    context={"input": None, "steps": {}}, idempotency_key="sb-measure", step_id=0)
+                    context={"input": None, "steps": {}}, idempotency_key="sb-measure", step_id=0,
+                    execution=SimpleNamespace(workspace_id=destination.workspace_id))
                 # One small call first: the client, its TLS context and its connection pool are
                 # made once per worker thread, not per response.
                 with contextlib.suppress(outbound.ResponseTooLarge):

@@ -1,9 +1,16 @@
 """The main job (``make run``): migrate, create a local admin login, load the demo (when the
 demo app is installed: ``SB_DEMO=1``, which ``make run`` sets), then run the web app and a
-qcluster side by side until Ctrl-C."""
+qcluster side by side until Ctrl-C.
+
+The web app is served by gunicorn (schemabridge_site/gunicorn_conf.py) with static files
+collected for WhiteNoise, DEBUG as the environment says (off unless set); ``--dev`` (``make
+dev``) serves it with Django's runserver instead, auto-reloading, DEBUG on. Either way every
+process writes its metrics to PROMETHEUS_MULTIPROC_DIR (default ``.local/metrics``, emptied at
+start), so /metrics adds up the web and worker processes (docs/operations.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -32,19 +39,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("SB_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("SB_PORT", "8000")))
+        parser.add_argument("--dev", action="store_true",
+                            help="development: Django's runserver with auto-reload and DEBUG on, instead of gunicorn")
         parser.add_argument("--demo", choices=["all", "hello", "none"], default="all",
                             help="demo executions to start (with SB_DEMO=1): all (default), only the small hello "
                                  "one, or none")
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        if not options["dev"]:
+            call_command("collectstatic", interactive=False, verbosity=0)
+        self._metrics_dir()
         workspace = ensure_default_workspace()
         self._admin_password(workspace)
         base_url = f"http://{options['host']}:{options['port']}"
         demo = extensions.local_demo()
         if demo is not None:
             demo.load_demo(workspace, base_url=base_url)
-        procs = self._start(options["host"], options["port"])
+        procs = self._start(options["host"], options["port"], dev=options["dev"])
         try:
             self._wait_until_serving(base_url, procs)
             started = demo.start_demo(workspace, options["demo"]) if demo is not None else []
@@ -72,10 +84,28 @@ class Command(BaseCommand):
         Membership.objects.update_or_create(user=user, workspace=workspace, defaults={"role": Role.ADMIN})
         return password
 
-    def _start(self, host: str, port: int) -> list[subprocess.Popen[bytes]]:
+    @staticmethod
+    def _metrics_dir() -> None:
+        """Every process of this run counts into one fresh directory (prometheus-client's
+        multiprocess mode wants it emptied between runs). Set before any child starts."""
+        directory = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip() or LOCAL_DIR / "metrics")
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+    def _start(self, host: str, port: int, *, dev: bool) -> list[subprocess.Popen[bytes]]:
         manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
-        env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1")}
-        web = subprocess.Popen([*manage, "runserver", f"{host}:{port}", "--noreload"], env=env)  # noqa: S603
+        if dev:
+            env = {**os.environ, "DEBUG": "1"}
+            # Its own session: the auto-reloader runs the server in a child process, and the
+            # whole group must stop with us (see _stop).
+            web = subprocess.Popen([*manage, "runserver", f"{host}:{port}"], env=env,  # noqa: S603
+                                   start_new_session=True)
+        else:
+            env = dict(os.environ)
+            web = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "python:schemabridge_site.gunicorn_conf",  # noqa: S603
+                                    "--bind", f"{host}:{port}"], env=env, cwd=settings.BASE_DIR)
         workers = subprocess.Popen([*manage, "qcluster"], env=env)  # noqa: S603
         return [web, workers]
 
@@ -137,11 +167,32 @@ class Command(BaseCommand):
             pass
 
     def _stop(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        """SIGTERM each child (the dev server's whole process group), then wait; SIGKILL what
+        is still there after 15 s."""
+        groups = {proc.pid for proc in procs if _leads_group(proc)}
         for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+            _signal(proc, signal.SIGTERM, group=proc.pid in groups)
         for proc in procs:
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal(proc, signal.SIGKILL, group=proc.pid in groups)
+                proc.wait(timeout=5)
+        for pgid in groups:  # the auto-reloader's server child, if it outlived its parent
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def _leads_group(proc: subprocess.Popen[bytes]) -> bool:
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def _signal(proc: subprocess.Popen[bytes], signum: int, *, group: bool) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if group:
+            os.killpg(proc.pid, signum)
+        elif proc.poll() is None:
+            proc.send_signal(signum)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('executions', '0010_fanout_items'),
+        ('executions', '0017_fanout_items'),
         ('workflows', '0008_token_expiry'),
     ]
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('executions', '0009_destination_credentials'),
+        ('executions', '0016_event_delete_guard'),
     ]
 
     operations = [

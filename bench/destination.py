@@ -1,0 +1,165 @@
+"""``bench destination``: how well the workers use a destination's concurrency limit (S11).
+
+A fan-out of N items whose child makes one HTTP call to a loopback server that answers each
+request after ``latency_ms``; the destination allows ``limit`` calls at once, so the best any
+engine can do is ``limit / latency`` calls per second (``bound_calls_per_s``). Optionally a
+plain fan-out of ``background_items`` no-op TASK children runs at the same time (fairness:
+the HTTP steps must not wait behind it).
+
+Measured at the server: ``calls_per_s`` is the calls answered between the first request's
+arrival and the last response, ``max_in_flight`` the most requests it held at once (it must
+never exceed the limit), ``utilisation`` = calls_per_s / bound_calls_per_s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from bench.common import Cluster, reset, wait_until
+from executions import services
+from executions.models import Destination, Execution, FanOut, Step
+from workflows.models import Workspace
+from workflows.services import publish_version
+
+CHILD = {"start": "call", "vertices": {"call": {
+    "type": "HTTP", "destination": "bench-api", "method": "POST", "path": "/call", "body": {"item": "$.input"},
+}}}
+PARENT = {"start": "fanout", "vertices": {
+    "fanout": {"type": "SPAWNER", "items": "$.input.items", "workflow": "bench-call", "next": "join"},
+    "join": {"type": "MERGE", "spawner": "fanout"},
+}}
+NOOP_CHILD = {"start": "work", "vertices": {"work": {"type": "TASK", "handler": "demo.noop"}}}
+NOOP_PARENT = {"start": "fanout", "vertices": {
+    "fanout": {"type": "SPAWNER", "items": "$.input.items", "workflow": "bench-noop", "next": "join"},
+    "join": {"type": "MERGE", "spawner": "fanout"},
+}}
+
+
+class LatencyServer:
+    """A keep-alive HTTP/1.1 server on 127.0.0.1 (asyncio, its own thread) that answers every
+    request with ``{"ok": true}`` after ``latency`` seconds, counting requests in flight."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.in_flight = self.peak = self.answered = 0
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        self.port = 0
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._serve, name="bench-latency-server", daemon=True)
+
+    def start(self) -> LatencyServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the latency server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    async def _close(self) -> None:
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        server = loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0, backlog=4096))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        loop.run_forever()
+        server.close()
+        loop.run_until_complete(self._close())  # open keep-alive connections end with the server
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                if length:
+                    await reader.readexactly(length)
+                self.in_flight += 1  # one loop thread: no lock needed
+                self.peak = max(self.peak, self.in_flight)
+                self.first_at = self.first_at or time.monotonic()
+                try:
+                    await asyncio.sleep(self.latency)
+                finally:
+                    self.in_flight -= 1
+                body = b'{"ok": true}'
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+                self.answered += 1
+                self.last_at = time.monotonic()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+
+def publish(workspace: Workspace) -> None:
+    publish_version(workspace, "bench-call", CHILD, author="bench")
+    publish_version(workspace, "bench-destination", PARENT, author="bench")
+    publish_version(workspace, "bench-noop", NOOP_CHILD, author="bench")
+    publish_version(workspace, "bench-background", NOOP_PARENT, author="bench")
+
+
+def progress(execution_id: Any) -> tuple[bool, int]:
+    fan = FanOut.objects.filter(execution_id=execution_id).first()
+    done = fan.succeeded + fan.failed + fan.cancelled if fan else 0
+    finished = Execution.objects.filter(pk=execution_id, status__in=["SUCCEEDED", "FAILED", "CANCELLED"]).exists()
+    return finished, done
+
+
+def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0, workers: int = 2,
+        timeout: float = 900.0) -> dict[str, Any]:
+    reset()
+    workspace = Workspace.objects.get(slug="default")
+    server = LatencyServer(latency_ms / 1000.0).start()
+    Destination.objects.filter(workspace=workspace, name="bench-api").delete()
+    Destination.objects.create(workspace=workspace, name="bench-api", base_url=server.url, timeout_seconds=30,
+                               concurrency_limit=limit)
+    publish(workspace)
+    cluster = Cluster(workers, SB_OUTBOUND_ALLOW="127.0.0.0/8").start()
+    background = None
+    try:
+        if background_items:
+            background = services.start_execution(workspace, workflow="bench-background",
+                                                  input={"items": list(range(background_items))},
+                                                  created_by="bench").execution
+        execution = services.start_execution(workspace, workflow="bench-destination",
+                                             input={"items": list(range(items))}, created_by="bench").execution
+        wait_until(lambda: progress(execution.pk), total=items, label=f"destination {items:,}", timeout=timeout)
+        background_done = progress(background.pk)[1] if background is not None else 0
+    finally:
+        cluster.stop()
+        server.stop()
+    seconds = (server.last_at or 0.0) - (server.first_at or 0.0)
+    calls_per_s = server.answered / seconds if seconds > 0 else 0.0
+    bound = limit / (latency_ms / 1000.0)
+    succeeded = Execution.objects.filter(parent_id=execution.pk, status="SUCCEEDED").count()
+    merge = Step.objects.get(execution_id=execution.pk, vertex="join").status
+    result: dict[str, Any] = {
+        "limit": limit, "latency_ms": latency_ms, "items": items, "workers": workers,
+        "background_items": background_items, "background_done_meanwhile": background_done,
+        "calls": server.answered, "seconds": round(seconds, 3),
+        "calls_per_s": round(calls_per_s, 1), "bound_calls_per_s": round(bound, 1),
+        "utilisation": round(calls_per_s / bound, 3), "max_in_flight": server.peak,
+        "succeeded": succeeded, "merge": merge,
+    }
+    result["ok"] = succeeded == items and merge == "SUCCEEDED" and server.peak <= limit
+    return result

@@ -1,0 +1,36 @@
+"""``manage.py bench destination`` runs end to end and verifies its own result (not its timing)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tests.support.cluster import TEST_SETTINGS, manage
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+def test_bench_destination_smoke_is_ok_and_never_exceeds_the_limit(db):
+    bench_db = f"{connection.settings_dict['NAME']}_bench_dest_smoke"
+    env = {**os.environ, **TEST_SETTINGS, "SB_BENCH_DB": bench_db}
+    env.pop("SB_DB_NAME", None)
+    try:
+        done = manage("bench", "destination", "--limit", "8", "--latency-ms", "20", "--items", "200",
+                      "--background-items", "300", "--json", env=env, timeout=280)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["ok"] is True
+        assert result["succeeded"] == 200 and result["merge"] == "SUCCEEDED"
+        assert result["calls"] >= 200
+        assert 0 < result["max_in_flight"] <= 8
+        assert result["bound_calls_per_s"] == 400.0
+        assert set(result) >= {"calls_per_s", "bound_calls_per_s", "utilisation", "max_in_flight", "ok"}
+    finally:
+        params = connection.get_connection_params()
+        params["dbname"] = "postgres"
+        with psycopg.connect(**params, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
