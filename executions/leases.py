@@ -203,9 +203,9 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     ``limit``). A caller passes as ``destination_limit`` the number of destination steps it
     can *start now*, so it never holds a slot for a step waiting in its queue (S11).
 
-    Fairness: when both kinds are due, neither starves the other. Destination steps get
-    the first half of the room (rounded up; their slots bound them anyway), plain steps the
-    rest, and destination steps whatever room the plain ones left.
+    Fairness: when both kinds are due, neither starves the other. Plain steps get the first
+    half of the room (at least one), destination steps the rest (their slots bound them
+    anyway), and plain steps whatever room the destination ones left.
 
     Their executions are not touched here: the engine marks an execution RUNNING once it
     visibly runs (engine.py, ``start_executions``). ``alone``: the caller has nothing in
@@ -217,8 +217,12 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     claimed: list[ClaimedStep] = []
     bound = 0
     more_bound = True  # False once a destination pass took less than its room: nothing more is free
-    for kind, room in (("bound", min(bound_room, limit - limit // 2)), ("plain", plain_room), ("bound", bound_room)):
-        room = min(room - (bound if kind == "bound" else 0), limit - len(claimed))
+    # Plain steps are looked at first (their half of the room), so a suspect among them stops
+    # a busy drain before it takes anything (see Isolation above); then destination steps,
+    # then plain steps again with what is left.
+    passes = (("plain", min(plain_room, max(1, limit // 2))), ("bound", bound_room), ("plain", plain_room))
+    for kind, room in passes:
+        room = min(room - (bound if kind == "bound" else len(claimed) - bound), limit - len(claimed))
         if room <= 0 or (kind == "bound" and not more_bound):
             continue
         if kind == "plain":
