@@ -9,9 +9,11 @@ FanOut row. Between batches it defers only for bytes other than its own. Then it
 list in batches: each batch is one
 ``INSERT … ON CONFLICT DO NOTHING`` of children on their per-item key (parent, vertex,
 index), their input payloads and first steps, committed together with the cursor (S2, S3).
-The list itself is never loaded into the worker: PostgreSQL indexes into the stored JSON
-array, so a worker's memory is bounded by the batch. A redelivered spawner resumes at the
-committed cursor; children that exist already — failed ones included — are left alone.
+The list itself is never loaded into the worker: at plan time PostgreSQL explodes the
+stored JSON array once into one row per item (FanOutItem), and each batch reads and drops
+its own rows by key — O(batch), whatever N — so a worker's memory is bounded by the batch.
+A redelivered spawner resumes at the committed cursor; children that exist already — failed
+ones included — are left alone.
 
 Merging. The FanOut row's counts move with every child's terminal transition (state.py).
 A MERGE locks the row and decides from the counts alone, in O(1) (the rule: merge_rule.py).
@@ -20,6 +22,7 @@ A MERGE locks the row and decides from the counts alone, in O(1) (the rule: merg
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, cast
 
 from django.conf import settings
@@ -79,19 +82,34 @@ CREATE_FANOUT = """
             %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, now())
 """
 
-# One batch of the stored list, item by item, as JSON text (the default itemInput: the item).
-BATCH_ITEMS = """
-    WITH arr AS MATERIALIZED (
-        SELECT p.data #> %(path)s AS items FROM executions_payload p
-        WHERE p.execution_id = %(parent)s AND p.name = %(source)s
-    )
-    SELECT g.i, (arr.items -> g.i)::text FROM arr, generate_series(%(lo)s, %(hi)s - 1) AS g(i)
+# The list exploded once, at plan time, into one row per item (models.FanOutItem): PostgreSQL
+# reads the stored list a single time here, never again per batch (issue 14 §7).
+EXPLODE = """
+    INSERT INTO executions_fanoutitem (step_id, item_index, item)
+    SELECT %(step)s, (e.ord - 1)::int, e.value
+    FROM executions_payload p, jsonb_array_elements(p.data #> %(path)s) WITH ORDINALITY AS e(value, ord)
+    WHERE p.execution_id = %(parent)s AND p.name = %(source)s AND e.ord > %(cursor)s
+    ON CONFLICT DO NOTHING
 """
 
-# One batch of the stored list, item by item, decoded (for an itemInput template).
+# Whether the item at the cursor is exploded (a fan-out planned before the item rows existed
+# is exploded when its spawner next runs).
+HAS_ITEM = "SELECT EXISTS (SELECT 1 FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index = %(cursor)s)"
+
+# One batch, by key: as JSON text (the default itemInput: the item), or decoded (a template).
+BATCH_ITEMS = """
+    SELECT item_index, item::text FROM executions_fanoutitem
+    WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s ORDER BY item_index
+"""
 BATCH_VALUES = """
-    SELECT g.i, (p.data #> %(path)s) -> g.i FROM executions_payload p, generate_series(%(lo)s, %(hi)s - 1) g(i)
-    WHERE p.execution_id = %(parent)s AND p.name = %(source)s
+    SELECT item_index, item FROM executions_fanoutitem
+    WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s ORDER BY item_index
+"""
+
+# Items spawned leave the store in the transaction that advances the cursor past them; a
+# failFast stop drops the rest.
+DROP_ITEMS = """
+    DELETE FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s
 """
 
 # itemsPerChild > 1: the items of children [lo, hi), grouped, each group as a JSON list (text).
@@ -157,22 +175,39 @@ def spawn(step: StepRun) -> Outcome:
                 fan = _plan(tx.cursor, step, vertex)
         except _NoRoom as full:
             return _wait_for_room(full.reason)
+    elif fan["cursor"] < fan["total"] and vertex.items_per_child == 1:
+        with step.transaction() as tx:
+            _explode(tx.cursor, step, vertex, fan)
     target = versions.get(fan["target_version_id"])
     start = target.workflow.vertices[target.workflow.start]
-    walked_from, cursor_at, created = fan["cursor"], fan["cursor"], 0
+    cursor_at = slice_from = fan["cursor"]
+    walked_from, created = cursor_at, 0
+    handed = step.state.get(SLICE)
+    if isinstance(handed, dict) and handed.get("attempt") == step.attempt:
+        # A slice of the same run (a hand-over, below): its output counts the whole run.
+        walked_from, created = int(handed["from"]), int(handed["created"])
     # A batch reads about SPAWN_BATCH items, however many go to one child.
     batch_size = max(1, int(settings.SB["SPAWN_BATCH"]) // vertex.items_per_child)
     prelock = (LOCK_OWN_FANOUT, {"step": step.step_id}) if vertex.max_concurrency is not None else None
+    handover_at = time.monotonic() + float(settings.SB["SPAWN_SLICE_SECONDS"])
     while cursor_at < fan["total"]:
         deferral = _pressure_deferral(fan)
         if deferral:
             return deferral
+        if cursor_at > slice_from and time.monotonic() >= handover_at:
+            # A spawn longer than a drain task may run: hand the step back (READY, due now,
+            # no attempt used) so a drain can end; it resumes at the committed cursor.
+            return wait(seconds=0, reason=f"spawning: handed over at {cursor_at:,} of {fan['total']:,} items",
+                        state={SLICE: {"attempt": step.attempt, "from": walked_from, "created": created}})
         hi = min(cursor_at + batch_size, fan["total"])
         with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
             if fan["fail_fast"] and fan["exceeded"]:
-                break  # S18: the merge has failed already; children not yet created never will be
+                # S18: the merge has failed already; children not yet created never will be
+                tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": fan["total"]})
+                break
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
+            tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": hi})
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
             metrics.children_created(inserted)
         created += inserted
@@ -182,6 +217,21 @@ def spawn(step: StepRun) -> Outcome:
                           "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"})
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
+
+
+SLICE = "spawn_slice"  # step state: where this run began and what it created, across hand-overs
+
+
+def _explode(cursor: Any, step: StepRun, vertex: ast.Spawner, fan: dict[str, Any]) -> None:
+    """Store the items from the cursor on as rows, unless they are stored already."""
+    if fan["cursor"] >= fan["total"]:
+        return
+    row = _fetch_one(cursor, HAS_ITEM, {"step": step.step_id, "cursor": fan["cursor"]})
+    if row and row[0]:
+        return
+    source, path = items_source(vertex.items)
+    cursor.execute(EXPLODE, {"step": step.step_id, "path": path, "parent": step.execution.id, "source": source,
+                             "cursor": fan["cursor"]})
 
 
 def _pressure_deferral(fan: dict[str, Any]) -> Outcome | None:
@@ -219,7 +269,8 @@ def _fanout_row(cursor: Any, step_id: int) -> dict[str, Any] | None:
 
 
 def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
-    """First run: count, resolve, reserve, record. Raises NonRetryable (nothing written)."""
+    """First run: count, resolve, reserve, record (the plan and the items, one row each).
+    Raises NonRetryable (nothing written)."""
     source, path = items_source(vertex.items)
     info = _fetch_one(cursor, ITEMS_INFO, {"path": path, "execution": step.execution.id, "source": source})
     where = "the execution input" if source == payloads.INPUT else f"the output of step '{source}'"
@@ -249,7 +300,10 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency,
     }
     cursor.execute(CREATE_FANOUT, params)
-    return cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+    fan = cast(dict[str, Any], _fanout_row(cursor, step.step_id))
+    if vertex.items_per_child == 1:
+        _explode(cursor, step, vertex, fan)
+    return fan
 
 
 def _must_fit(cursor: Any, total: int, expected: int) -> None:
@@ -314,13 +368,12 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     (S2), then the inputs and first steps of the ones just created (held beyond the fan-out's
     free slots: maxConcurrency). A child whose input cannot be rendered becomes a FAILED child
     with the reason (S17). A child is one item, or with itemsPerChild a batch of items."""
-    source, path = items_source(vertex.items)
     bad: dict[int, str] = {}
     if vertex.item_input == "$.item" and vertex.items_per_child == 1:
-        cursor.execute(BATCH_ITEMS, {"path": path, "parent": step.execution.id, "source": source, "lo": lo, "hi": hi})
+        cursor.execute(BATCH_ITEMS, {"step": step.step_id, "lo": lo, "hi": hi})
         inputs: dict[int, str] = dict(cursor.fetchall())
     else:
-        inputs, bad = _render_batch(cursor, step, vertex, _child_contexts(cursor, step, vertex, source, path, lo, hi))
+        inputs, bad = _render_batch(cursor, step, vertex, _child_contexts(cursor, step, vertex, lo, hi))
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
@@ -361,16 +414,18 @@ def _hold(cursor: Any, step: StepRun, vertex: ast.Spawner, indexes: list[int], h
     return held
 
 
-def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner, source: str, path: list[str],
+def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner,
                     lo: int, hi: int) -> list[tuple[int, dict[str, Any]]]:
     """Each child's own values for its itemInput: ``$.items``, ``$.index`` and
-    ``$.firstItem`` (with one item per child also ``$.item``)."""
-    params = {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source}
+    ``$.firstItem`` (with one item per child also ``$.item``). One item per child reads the
+    spawner's item rows by key (O(batch)); batches of items still index into the stored list."""
     per = vertex.items_per_child
     if per == 1:
-        cursor.execute(BATCH_VALUES, params)
+        cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo, "hi": hi})
         return [(index, {"item": item, "items": [item], "index": index, "firstItem": index})
                 for index, item in ((i, payloads.decode(value)) for i, value in cursor.fetchall())]
+    source, path = items_source(vertex.items)
+    params = {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source}
     cursor.execute(BATCH_GROUPS, {**params, "per": per})
     return [(index, {"items": payloads.decode(items), "index": index, "firstItem": index * per})
             for index, items in cursor.fetchall()]
@@ -454,6 +509,7 @@ def merge(step: StepRun) -> Outcome:
             tx.finish(failed(f"merge failed: {summary}", retryable=False))
         else:
             counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
-            payloads.put_merge_output(cursor, step.execution.id, vertex.id, spawner=vertex.spawner, counts=counts)
+            payloads.put_merge_output(cursor, step.execution.id, vertex.id, spawner=vertex.spawner, counts=counts,
+                                     total=fan["total"])
             tx.finish(succeeded(NO_OUTPUT, output_vertex=vertex.id))
     return committed()

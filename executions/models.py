@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, OrderBy, Q
 from django.db.models.functions import Now
 
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
@@ -99,6 +99,11 @@ class Execution(models.Model):
             models.Index(fields=["workspace", "status", "-created_at"], name="execution_ws_status"),
             models.Index(fields=["workflow", "-created_at"], name="execution_workflow"),
             models.Index(fields=["parent", "status"], name="execution_parent_status"),
+            # A fan-out's children slowest first (the operator UI's duration sort, issue 14 §7):
+            # a page is an index range at 1,000,000 children, not a sort of all of them.
+            models.Index(F("parent"), F("spawn_vertex"),
+                         OrderBy(F("finished_at") - F("started_at"), descending=True, nulls_last=True),
+                         F("item_index"), name="execution_child_duration", condition=Q(item_index__isnull=False)),
             # A tree in depth order: retention walks it by keyset and purges it bottom-up.
             models.Index(fields=["root", "depth", "id"], name="execution_root_tree"),
             # Retention's candidates (S19): finished roots, oldest first — the SUCCEEDED ones
@@ -310,6 +315,23 @@ class FanOut(models.Model):
 
     def __str__(self) -> str:
         return f"fan-out {self.spawner_vertex} of {self.execution_id}"
+
+
+class FanOutItem(models.Model):
+    """A SPAWNER's list, exploded once at plan time into one row per item (issue 14 §7), so
+    each spawn batch reads its items by key in O(batch) instead of re-reading the whole
+    stored list. A batch deletes its rows in the transaction that advances the cursor, so
+    the table holds only the items not yet spawned; the rest go with the step (the foreign
+    key cascades in the database, migration 0010)."""
+
+    pk = models.CompositePrimaryKey("step_id", "item_index")
+    # The constraint is the migration's own (ON DELETE CASCADE, which Django cannot declare).
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
+    item_index = models.IntegerField()
+    item = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"item {self.item_index} of step {self.step_id}"
 
 
 class QuotaUsage(models.Model):

@@ -37,6 +37,16 @@ MERGE_OUTPUT = """
     ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
 """
 
+# A MERGE over more children than MERGE_INLINE_ITEMS: the counts and the size only, never one
+# value of every output (PostgreSQL caps a value at ~256 MB); readers page through the
+# children's outputs (selectors.payloads.merge_page).
+MERGE_SUMMARY = """
+    INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
+    SELECT %(execution)s, %(name)s, s.data, octet_length(s.data::text), now()
+    FROM (SELECT jsonb_build_object('counts', %(counts)s::jsonb, 'total', %(total)s::int, 'itemsPaged', true,
+                                    'spawner', %(spawner)s::text) AS data) s
+    ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
+"""
 
 # Put an upload's items, as a list in file order, at a path inside a stored payload.
 FILL_FROM_UPLOAD = """
@@ -83,10 +93,14 @@ def encode(value: Any) -> str:
     return text
 
 
-def put_merge_output(cursor: Any, execution_id: Any, name: str, *, spawner: str, counts: dict[str, int]) -> None:
-    """Store a MERGE's output ``{"items": [...children's outputs in item order], "counts": …}``."""
-    cursor.execute(MERGE_OUTPUT, {"execution": execution_id, "name": name, "counts": encode(counts),
-                                  "spawner": spawner})
+def put_merge_output(cursor: Any, execution_id: Any, name: str, *, spawner: str, counts: dict[str, int],
+                     total: int) -> None:
+    """Store a MERGE's output: ``{"items": [...children's outputs in item order], "counts": …}``
+    up to ``MERGE_INLINE_ITEMS`` children; beyond, ``{"counts", "total", "itemsPaged": true,
+    "spawner"}`` (the items stay with the children, read in pages)."""
+    params = {"execution": execution_id, "name": name, "counts": encode(counts), "spawner": spawner, "total": total}
+    inline = total <= int(settings.SB["MERGE_INLINE_ITEMS"])
+    cursor.execute(MERGE_OUTPUT if inline else MERGE_SUMMARY, params)
 
 
 def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:

@@ -56,12 +56,20 @@ log = logging.getLogger(__name__)
 
 # The next moment something becomes due: a READY step's due time, or a RUNNING step's lease
 # expiry (its worker may be dead; then the reaper must run). least() skips NULLs.
+# The idle drain's and the tick's questions. Each branch matches the predicate of one partial
+# index (models.Step: step_claim_free, step_claim_destination, step_running_lease), so they
+# read only READY/RUNNING rows however many steps have finished (issue 14 §7).
 NEXT_DUE = """
     SELECT extract(epoch FROM least(
-        (SELECT min(due_at) FROM executions_step WHERE status = 'READY'),
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL),
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL),
         (SELECT min(lease_expires_at) FROM executions_step WHERE status = 'RUNNING')) - now())
 """
-WORK_PENDING = "SELECT EXISTS (SELECT 1 FROM executions_step WHERE status IN ('READY', 'RUNNING'))"
+WORK_PENDING = """
+    SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NULL)
+        OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL)
+        OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'RUNNING')
+"""
 
 # A lost database connection, seen through Django's connection or the drain's own LISTEN
 # connection (plain psycopg: an idle drain meets a restart there first).

@@ -305,6 +305,12 @@ SB: dict[str, Any] = {
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
     # Children created per INSERT statement by a spawner (S3).
     "SPAWN_BATCH": env_int("SB_SPAWN_BATCH", 1000),
+    # A spawner hands its step back (READY, due now, no attempt used) after spawning this
+    # long, so a 1,000,000-item spawn never outlives its drain task; it resumes at the cursor.
+    "SPAWN_SLICE_SECONDS": env_float("SB_SPAWN_SLICE_SECONDS", 60.0),
+    # A MERGE over at most this many children stores every child's output in its own output
+    # (``items``); over more, only the counts: readers page through the children's outputs.
+    "MERGE_INLINE_ITEMS": env_int("SB_MERGE_INLINE_ITEMS", 10_000),
     # Drains alive at once across the whole deployment: one per live worker process (the
     # worker registry, executions/registry.py). SB_DRAIN_SLOTS, if set above 0, is a cap.
     "DRAIN_SLOTS": env_int("SB_DRAIN_SLOTS", 0),

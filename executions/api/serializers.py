@@ -331,14 +331,41 @@ class FanOutSerializer(serializers.Serializer):
 
 class ExecutionDetailSerializer(ExecutionSerializer):
     lineage = AncestorSerializer(many=True, source="detail.lineage", help_text="Ancestors, root first.")
-    input = serializers.JSONField(source="detail.input", allow_null=True)
-    output = serializers.JSONField(source="detail.output", allow_null=True)
+    input = serializers.JSONField(source="detail.input.value", allow_null=True,
+                                  help_text="The input, when at most 64 KB (`input_inlined`); else null: read "
+                                            "`input_preview`, or GET …/input for the whole.")
+    input_size_bytes = serializers.IntegerField(source="detail.input.size_bytes", allow_null=True,
+                                                help_text="Size of the stored input's JSON (null: none stored).")
+    input_inlined = serializers.BooleanField(source="detail.input.inlined")
+    input_preview = serializers.CharField(source="detail.input.preview", allow_null=True,
+                                          help_text="The shape of an input too large to inline (keys, list "
+                                                    "lengths, first elements); null when inlined.")
+    output = serializers.JSONField(source="detail.output.value", allow_null=True,
+                                   help_text="The output, when at most 64 KB (`output_inlined`); else null.")
+    output_size_bytes = serializers.IntegerField(source="detail.output.size_bytes", allow_null=True)
+    output_inlined = serializers.BooleanField(source="detail.output.inlined")
+    output_preview = serializers.CharField(source="detail.output.preview", allow_null=True)
     steps = StepSerializer(many=True, source="detail.steps")
     fanouts = FanOutSerializer(many=True, source="detail.fanouts")
     payloads_purged_at = serializers.DateTimeField(
         source="detail.payloads_purged_at", allow_null=True,
         help_text="When data retention deleted the payloads of its tree (S19): input and output are then null "
                   "and no retry is accepted.")
+
+
+class MergeItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The item's index in the spawner's list.")
+    status = serializers.CharField(help_text="The child's status.")
+    output = serializers.JSONField(allow_null=True, help_text="The child's output; null unless it SUCCEEDED.")
+
+
+class MergeOutputPage(serializers.Serializer):
+    vertex = serializers.CharField()
+    spawner = serializers.CharField()
+    total = serializers.IntegerField(help_text="Items in the fan-out.")
+    counts = _counts()
+    results = MergeItemSerializer(many=True)
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null on the last one.")
 
 
 class EventSerializer(serializers.Serializer):

@@ -46,9 +46,8 @@ def page_key(execution: Execution) -> tuple[str | None, int | None]:
 
 CHILD_FIELDS = ("id", "status", "attempt", "item_index", "started_at", "finished_at")
 SORTS = ("index", "duration")
-# Sorting by duration is a top-N sort over every child (no index orders by a difference of
-# two columns), so it lists the slowest DURATION_SORT_LIMIT only: pages deeper than that
-# would pay for a full sort, and nobody pages through thousands of them by duration.
+# Sorting by duration reads an expression index (execution_child_duration), and lists the
+# slowest DURATION_SORT_LIMIT only: nobody pages through thousands of them by duration.
 DURATION_SORT_LIMIT = 1000
 
 
@@ -76,15 +75,20 @@ def of_spawner(parent: Execution, spawner: str, *, status: str, sort: str, page:
     return list(reversed(rows.order_by("-item_index")[matching - end: matching - offset]))
 
 
-def _by_duration(rows: QuerySet[Execution], parent: Execution, spawner: str, status: str, offset: int) -> list[Any]:
-    # The sort carries ids only (a narrow sort is the cheaper one); the page's rows are
-    # fetched afterwards by primary key.
+def by_duration(parent: Any, spawner: str, status: str = "") -> QuerySet[Execution, uuid.UUID]:
+    """A spawner's children's ids, slowest first, in the order of the ``execution_child_duration``
+    index (models.Execution), so a page is an index range, not a sort of every child."""
     ranked = Execution.objects.filter(parent=parent, spawn_vertex=spawner, item_index__isnull=False)
     if status:
         ranked = ranked.filter(status=status)
     took = F("finished_at") - F("started_at")
-    ranked = ranked.order_by(took.desc(nulls_last=True), "item_index")
-    ids = list(ranked.values_list("id", flat=True)[offset: min(offset + PAGE_SIZE, DURATION_SORT_LIMIT)])
+    return ranked.order_by(took.desc(nulls_last=True), "item_index").values_list("id", flat=True)
+
+
+def _by_duration(rows: QuerySet[Execution], parent: Execution, spawner: str, status: str, offset: int) -> list[Any]:
+    # The ranking carries ids only; the page's rows are fetched afterwards by primary key.
+    ranked = by_duration(parent, spawner, status)
+    ids = list(ranked[offset: min(offset + PAGE_SIZE, DURATION_SORT_LIMIT)])
     found = {row.pk: row for row in rows.filter(id__in=ids)}
     return [found[i] for i in ids if i in found]
 

@@ -197,8 +197,8 @@ class Detail:
     lineage: list[Execution]
     steps: list[Step]
     fanouts: list[fanouts.FanOutView]
-    input: Any
-    output: Any
+    input: payloads.Inline
+    output: payloads.Inline
     payloads_purged_at: Any = None
 
 
@@ -210,11 +210,12 @@ def payloads_purged_at(execution: Execution) -> Any:
 
 
 def with_detail(execution: Execution) -> Execution:
-    """Set ``detail`` (lineage, steps, fan-outs with their merge verdicts, input and output)
-    on ``execution``, for the API's detail serializer."""
+    """Set ``detail`` (lineage, steps, fan-outs with their merge verdicts, input and output —
+    each inlined up to 64 KB, else previewed) on ``execution``, for the API's detail serializer."""
     execution.detail = Detail(  # type: ignore[attr-defined] # read by the serializer
         lineage=lineage(execution), steps=steps.of(execution), fanouts=fanouts.of(execution),
-        input=payloads.input_of(execution), output=payloads.output_of(execution),
+        input=payloads.inline(execution.pk, payloads.store.INPUT),
+        output=payloads.inline(execution.pk, execution.output_vertex),
         payloads_purged_at=payloads_purged_at(execution))
     return execution
 

@@ -4,13 +4,17 @@ ship a large payload whole, and the store's usage against its capacity (S7)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 
 from executions import payloads as store
-from executions.models import Execution
+from executions import versions
+from executions.models import Execution, FanOut
+from workflows.dsl import ast
+from workflows.errors import NotFound
 
 
 def store_usage() -> store.Pressure:
@@ -98,3 +102,159 @@ def _outline(entries: list[tuple[str, str, int | None, str]]) -> str:
     if len(entries) == 1 and entries[0][0] == "":
         return lines[0]
     return "{\n  " + ",\n  ".join(lines) + "\n}"
+
+
+# --- the API: inline up to 64 KB, a preview beyond, the whole streamed ----------------------------
+
+INLINE_BYTES = 64 * 1024
+STREAM_ROWS = 2000  # elements fetched per round trip while streaming a large list
+
+
+@dataclass(frozen=True)
+class Inline:
+    """A payload for the API's detail: its value when at most INLINE_BYTES, else a preview
+    (its outline) and only its size."""
+
+    size_bytes: int | None
+    value: Any
+    inlined: bool
+    preview: str | None
+
+
+def inline(execution_id: Any, name: str | None) -> Inline:
+    if not name:
+        return Inline(None, None, True, None)
+    with connection.cursor() as cursor:
+        cursor.execute(PAYLOAD_HEAD, {"limit": INLINE_BYTES, "execution": execution_id, "name": name})
+        head = cursor.fetchone()
+        if head is None:
+            return Inline(None, None, True, None)
+        size, data = head
+        if size <= INLINE_BYTES:
+            return Inline(size, store.decode(data), True, None)
+        cursor.execute(PAYLOAD_OUTLINE, {"chars": 300, "execution": execution_id, "name": name})
+        return Inline(size, None, False, _outline(cursor.fetchall()))
+
+
+# The top-level entries of a payload, each as JSON text unless it is a large list (streamed
+# element by element instead).
+STREAM_ENTRIES = """
+    SELECT jsonb_typeof(p.data), e.key,
+           CASE WHEN jsonb_typeof(e.value) = 'array' AND octet_length(e.value::text) > %(chunk)s
+                THEN NULL ELSE e.value::text END
+    FROM executions_payload p
+    LEFT JOIN LATERAL jsonb_each(CASE jsonb_typeof(p.data) WHEN 'object' THEN p.data END) e ON true
+    WHERE p.execution_id = %(execution)s AND p.name = %(name)s
+    ORDER BY e.key
+"""
+# A scalar payload, whole.
+STREAM_WHOLE = "SELECT data::text FROM executions_payload WHERE execution_id = %(execution)s AND name = %(name)s"
+# A list's elements in order (the payload itself, or the list under a top-level key).
+STREAM_ELEMENTS = """
+    SELECT e.value::text FROM executions_payload p,
+         jsonb_array_elements(CASE WHEN %(key)s::text IS NULL THEN p.data ELSE p.data -> %(key)s::text END)
+         WITH ORDINALITY AS e(value, ord)
+    WHERE p.execution_id = %(execution)s AND p.name = %(name)s
+    ORDER BY e.ord
+"""
+
+
+# Whether a payload is stored.
+PAYLOAD_EXISTS = """
+    SELECT EXISTS (SELECT 1 FROM executions_payload WHERE execution_id = %(execution)s AND name = %(name)s)
+"""
+
+
+def exists(execution_id: Any, name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(PAYLOAD_EXISTS, {"execution": execution_id, "name": name})
+        return bool(cursor.fetchone()[0])
+
+
+def stream(execution_id: Any, name: str) -> Iterator[str]:
+    """A stored payload as JSON text, in pieces: a list (top-level, or a large list under a
+    top-level key) goes element by element through a server-side cursor, so neither this
+    process nor one message holds the whole value."""
+    with connection.cursor() as cursor:
+        cursor.execute(STREAM_ENTRIES, {"chunk": INLINE_BYTES, "execution": execution_id, "name": name})
+        entries = cursor.fetchall()
+    if not entries:
+        return
+    kind = entries[0][0]
+    if kind == "array":
+        yield from _elements(execution_id, name, None)
+    elif kind == "object":
+        yield "{"
+        for position, (_, key, text) in enumerate(entries):
+            if key is None:
+                break  # an empty object
+            yield ("," if position else "") + json.dumps(key, ensure_ascii=False) + ":"
+            if text is None:
+                yield from _elements(execution_id, name, key)
+            else:
+                yield text
+        yield "}"
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(STREAM_WHOLE, {"execution": execution_id, "name": name})
+            yield cursor.fetchone()[0]
+
+
+def _elements(execution_id: Any, name: str, key: str | None) -> Iterator[str]:
+    yield "["
+    first = True
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(STREAM_ELEMENTS, {"key": key, "execution": execution_id, "name": name})
+        while rows := cursor.fetchmany(STREAM_ROWS):
+            piece = ",".join(row[0] for row in rows)
+            yield piece if first else "," + piece
+            first = False
+    yield "]"
+
+
+# --- a MERGE's items, in pages ----------------------------------------------------------------------
+
+# One page of a spawner's children in item order with their outputs (null unless SUCCEEDED),
+# over the unique child key (parent, spawn_vertex, item_index).
+MERGE_PAGE = """
+    SELECT c.item_index, c.status, p.data
+    FROM executions_execution c
+    LEFT JOIN executions_payload p ON p.execution_id = c.id AND p.name = c.output_vertex AND c.status = 'SUCCEEDED'
+    WHERE c.parent_id = %(parent)s AND c.spawn_vertex = %(spawner)s AND c.item_index IS NOT NULL
+      AND c.item_index > %(after)s
+    ORDER BY c.item_index LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class MergeItem:
+    index: int
+    status: str
+    output: Any
+
+
+@dataclass(frozen=True)
+class MergePage:
+    vertex: str
+    spawner: str
+    total: int
+    counts: dict[str, int]
+    items: list[MergeItem]
+
+
+def merge_page(execution: Execution, vertex: str, *, after: int, limit: int) -> MergePage:
+    """Up to ``limit`` items of a MERGE's output after item index ``after``: each child's
+    output in item order, read where it is stored (so a 1,000,000-child merge pages in
+    O(page)). Raises NotFound when ``vertex`` is not a MERGE of the execution's workflow."""
+    merge = versions.get(execution.version_id).workflow.vertices.get(vertex)
+    if merge is None:
+        raise NotFound(f"no vertex '{vertex}' in this execution's workflow")
+    if not isinstance(merge, ast.Merge):
+        raise NotFound(f"vertex '{vertex}' is not a MERGE; only a MERGE's output is read in pages")
+    fan = FanOut.objects.filter(execution=execution, spawner_vertex=merge.spawner).first()
+    with connection.cursor() as cursor:
+        cursor.execute(MERGE_PAGE, {"parent": execution.pk, "spawner": merge.spawner, "after": after,
+                                    "limit": limit})
+        items = [MergeItem(index, status, store.decode(data)) for index, status, data in cursor.fetchall()]
+    counts = {"SUCCEEDED": fan.succeeded, "FAILED": fan.failed, "CANCELLED": fan.cancelled} if fan else {}
+    return MergePage(vertex, merge.spawner, fan.total if fan else 0, counts, items)

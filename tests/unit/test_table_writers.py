@@ -30,6 +30,8 @@ OWNERS: dict[str, set[str]] = {
                            "executions/retention.py"},  # payload retention and purge (S19)
     "executions_upload": {"executions/uploads.py"},
     "executions_uploaditem": {"executions/uploads.py"},
+    "executions_fanoutitem": {"executions/fanout.py",  # a spawner's items: exploded at plan, dropped per batch
+                              "executions/retention.py"},  # purge of whole finished trees (S19)
     "executions_quotausage": {"executions/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry

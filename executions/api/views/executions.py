@@ -10,6 +10,7 @@ from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -79,6 +80,61 @@ class ExecutionDetail(ApiView):
         execution = selectors.executions.with_detail(
             selectors.executions.get(self.principal.workspace, id, with_counts=True))
         return Response(s.ExecutionDetailSerializer(execution).data)
+
+
+class _PayloadStream(ApiView):
+    which = ""
+
+    def stream(self, id: uuid.UUID) -> StreamingHttpResponse:
+        execution = selectors.executions.get(self.principal.workspace, id)
+        name = selectors.payloads.store.INPUT if self.which == "input" else execution.output_vertex
+        if not name or not selectors.payloads.exists(execution.pk, name):
+            raise NotFound(f"execution {execution.pk} has no {self.which} stored"
+                           + ("" if self.which == "input" or name else " (it has no output yet)"))
+        return StreamingHttpResponse(selectors.payloads.stream(execution.pk, name), content_type="application/json")
+
+
+class ExecutionInput(_PayloadStream):
+    which = "input"
+
+    @extend_schema(operation_id="get_execution_input", tags=TAG,
+                   description="The whole input as JSON, streamed (large lists element by element).",
+                   responses={(200, "application/json"): OpenApiTypes.ANY,
+                              **problems(s404="No such execution, or its input was purged.")})
+    def get(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        return self.stream(id)
+
+
+class ExecutionOutput(_PayloadStream):
+    which = "output"
+
+    @extend_schema(operation_id="get_execution_output", tags=TAG,
+                   description="The whole output (of the vertex that finished the execution) as JSON, streamed.",
+                   responses={(200, "application/json"): OpenApiTypes.ANY,
+                              **problems(s404="No such execution, or it has no output (yet).")})
+    def get(self, request: Request, id: uuid.UUID) -> StreamingHttpResponse:
+        return self.stream(id)
+
+
+class MergeOutput(ApiView):
+    @extend_schema(operation_id="get_merge_output", tags=TAG, parameters=[s.PageQuery],
+                   description="A MERGE's output in pages: each child's output in item order (null unless "
+                               "it succeeded), with the counts. Works for any fan-out size; a MERGE over more "
+                               "than SB_MERGE_INLINE_ITEMS children stores only its counts, and this is where "
+                               "its items are read.",
+                   responses={200: s.MergeOutputPage,
+                              **problems(s404="No such execution, or the vertex is not a MERGE of its workflow.")})
+    def get(self, request: Request, id: uuid.UUID, vertex: str) -> Response:
+        params = query(s.PageQuery, request)
+        after = pagination.decode_cursor(params.get("cursor"), pagination.int32)
+        execution = selectors.executions.get(self.principal.workspace, id)
+        found = selectors.payloads.merge_page(execution, vertex, after=after[0] if after else -1,
+                                              limit=params["limit"] + 1)
+        response = pagination.page(request, found.items, params["limit"], lambda item: [item.index],
+                                   lambda rows: s.MergeItemSerializer(rows, many=True).data)
+        response.data = {"vertex": found.vertex, "spawner": found.spawner, "total": found.total,
+                         "counts": found.counts, **response.data}
+        return response
 
 
 class ExecutionChildren(ApiView):
