@@ -23,9 +23,11 @@ from django.db.models.functions import Now
 
 from executions import credentials as credential_rules
 from executions import metrics, outbound
+from workflows import fields as field_rules
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME
 from workflows.errors import Conflict, Invalid
+from workflows.fields import Bad
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +57,8 @@ RULES = {
 }
 
 
-class _Bad(ValueError):
-    pass
-
-
-def _must(field: str) -> _Bad:
-    return _Bad(f"must be {RULES[field]}")
+def _must(field: str) -> Bad:
+    return Bad(f"must be {RULES[field]}")
 
 
 def _is_number(value: Any) -> bool:
@@ -85,16 +83,16 @@ def _base_url(value: Any) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _must("base_url")
     if parts.username is not None or parts.password is not None:
-        raise _Bad("must not contain a user name or password")
+        raise Bad("must not contain a user name or password")
     if parts.query or value.endswith("?"):
-        raise _Bad("must not contain a query ('?…'); put parameters in the HTTP vertex's path")
+        raise Bad("must not contain a query ('?…'); put parameters in the HTTP vertex's path")
     if parts.fragment or "#" in value:
-        raise _Bad("must not contain a fragment ('#…'): it would cut off every vertex's path")
+        raise Bad("must not contain a fragment ('#…'): it would cut off every vertex's path")
     if port == 0:
         raise _must("base_url")
     refused = outbound.check_literal_host(parts.hostname)
     if refused:
-        raise _Bad(f"cannot be called: {refused}")
+        raise Bad(f"cannot be called: {refused}")
     return value
 
 
@@ -134,7 +132,7 @@ def _credentials(value: Any) -> dict[str, str]:
             return {"credentials_sealed": "", "credentials_kind": ""}
         return {"credentials_sealed": credential_rules.seal(clean), "credentials_kind": credential_rules.kind_of(clean)}
     except credential_rules.CredentialsError as error:
-        raise _Bad(str(error)) from error
+        raise Bad(str(error)) from error
 
 
 CHECKS: dict[str, Callable[[Any], Any]] = {
@@ -151,25 +149,7 @@ def _columns(clean: dict[str, Any]) -> dict[str, Any]:
 def validated(fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The clean values of ``fields`` (JSON values: a number for a number, None for empty).
     Raises Invalid naming every bad, unknown or missing field, each with one message."""
-    errors: list[dict[str, str]] = []
-    clean: dict[str, Any] = {}
-    for field in required:
-        if fields.get(field) in (None, ""):
-            errors.append({"field": field, "message": "required"})
-    for field, value in fields.items():
-        if field in required and value in (None, ""):
-            continue
-        check = CHECKS.get(field)
-        if check is None:
-            errors.append({"field": field, "message": "unknown field"})
-            continue
-        try:
-            clean[field] = check(value)
-        except _Bad as error:
-            errors.append({"field": field, "message": str(error)})
-    if errors:
-        raise Invalid("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
-    return clean
+    return field_rules.validated(fields, CHECKS, required=required)
 
 
 # --- writes --------------------------------------------------------------------------------

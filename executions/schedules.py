@@ -44,9 +44,11 @@ from django.db.models import JSONField, Value
 
 from executions import payloads, services
 from executions.models import Schedule
+from workflows import fields as field_rules
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME, WORKFLOW_KEY
 from workflows.errors import Conflict, Invalid, ServiceError
+from workflows.fields import Bad
 from workflows.models import SystemActor, WorkflowDefinition, Workspace
 
 log = logging.getLogger(__name__)
@@ -76,12 +78,8 @@ RULES = {
 ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 
-class _Bad(ValueError):
-    pass
-
-
-def _must(field: str) -> _Bad:
-    return _Bad(f"must be {RULES[field]}")
+def _must(field: str) -> Bad:
+    return Bad(f"must be {RULES[field]}")
 
 
 def _name(value: Any) -> str:
@@ -103,12 +101,12 @@ def _cron(value: Any) -> str:
     if text.lower() in ALIASES:
         return text.lower()
     if len(text.split(" ")) != 5:
-        raise _Bad(f"must have five fields (minute hour day-of-month month day-of-week), not "
+        raise Bad(f"must have five fields (minute hour day-of-month month day-of-week), not "
                    f"{len(text.split())}; or be one of {', '.join(ALIASES)}")
     try:
         croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
     except (ValueError, KeyError, OverflowError) as error:  # croniter's errors are ValueErrors
-        raise _Bad(f"is not a valid cron expression: {error}") from error
+        raise Bad(f"is not a valid cron expression: {error}") from error
     return text
 
 
@@ -118,7 +116,7 @@ def _timezone(value: Any) -> str:
     try:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
-        raise _Bad(f"is not a known time zone: {value!r} (use an IANA name such as UTC or Europe/Berlin)") from error
+        raise Bad(f"is not a known time zone: {value!r} (use an IANA name such as UTC or Europe/Berlin)") from error
     return value
 
 
@@ -126,9 +124,9 @@ def _input(value: Any) -> Any:
     try:
         text = payloads.encode(value)
     except payloads.PayloadError as error:
-        raise _Bad(f"is {error}") from error
+        raise Bad(f"is {error}") from error
     if len(text.encode()) > MAX_INPUT_BYTES:
-        raise _Bad(f"must be at most {MAX_INPUT_BYTES:,} bytes as JSON")
+        raise Bad(f"must be at most {MAX_INPUT_BYTES:,} bytes as JSON")
     return value
 
 
@@ -147,25 +145,7 @@ CHECKS = {"name": _name, "workflow": _workflow, "cron": _cron, "timezone": _time
 def validated(fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The clean values of ``fields``; raises Invalid naming every bad, unknown or missing
     field, each with one message. The cron expression is checked in the time zone given."""
-    errors: list[dict[str, str]] = []
-    clean: dict[str, Any] = {}
-    for field in required:
-        if fields.get(field) in (None, ""):
-            errors.append({"field": field, "message": "required"})
-    for field, value in fields.items():
-        if field in required and value in (None, ""):
-            continue
-        check = CHECKS.get(field)
-        if check is None:
-            errors.append({"field": field, "message": "unknown field"})
-            continue
-        try:
-            clean[field] = check(value)
-        except _Bad as error:
-            errors.append({"field": field, "message": str(error)})
-    if errors:
-        raise Invalid("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
-    return clean
+    return field_rules.validated(fields, CHECKS, required=required)
 
 
 # --- fire times ----------------------------------------------------------------------------------
