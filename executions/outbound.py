@@ -25,14 +25,12 @@ import codecs
 import contextvars
 import functools
 import ipaddress
-import itertools
 import json
 import logging
 import socket
 import ssl
 import threading
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +39,8 @@ import httpcore
 import httpx
 from django.conf import settings
 from django.core.checks import Error, register
+
+from executions import http11
 
 log = logging.getLogger(__name__)
 
@@ -329,101 +329,21 @@ def _client() -> httpx.Client:
     return client
 
 
-# --- the same network layer on an event loop ---------------------------------------------------
+# --- the same contracts on an event loop (http11.py carries the bytes) ----------------------------
 
-class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self.inner = inner
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self.inner.read(max_bytes, _time_left(timeout))
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self.inner.write(buffer, _time_left(timeout))
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-        return _AsyncDeadlineStream(await self.inner.start_tls(ssl_context, server_hostname, _time_left(timeout)))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self.inner.get_extra_info(info)
+class TransportError(OutboundError):
+    """The exchange failed on the network (no connection, a reset, a malformed answer)."""
 
 
-class _AsyncPinnedBackend(httpcore.AsyncNetworkBackend):
-    """``_PinnedBackend`` on an event loop: resolves (without blocking the loop) and checks
-    the host, then connects to exactly a checked address."""
+class InvalidRequest(OutboundError):
+    """The request cannot be sent as given (a header value with a line break, a bad URL)."""
 
-    def __init__(self) -> None:
-        self.inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        failure: httpcore.ConnectError | None = None
-        for address in await allowed_addresses_async(host, port):
-            try:
-                stream = await self.inner.connect_tcp(str(address), port, _time_left(timeout), local_address,
-                                                      socket_options)
-            except httpcore.ConnectError as error:
-                failure = error
-                continue
-            return _AsyncDeadlineStream(stream)
-        raise failure or httpcore.ConnectError(f"cannot connect to {host}")
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        raise AddressRefused("outbound calls never use unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-# Connections per pool: the destination's limit bounds the calls in flight (claims count its
-# slots), so the pool does not queue them behind a second, smaller limit of its own.
-ASYNC_KEEPALIVE = 512
-
-
-class _AsyncPinnedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self) -> None:
-        super().__init__(trust_env=False)
-        # As _PinnedTransport (tests/integration/test_outbound.py fails if this stops taking effect).
-        self._pool = httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(trust_env=False),
-                                                  max_connections=None, max_keepalive_connections=ASYNC_KEEPALIVE,
-                                                  keepalive_expiry=5.0, network_backend=_AsyncPinnedBackend())
-
-
-# Pooled AsyncClients per destination (``pool``) on each event loop; closed with the loop
-# (``close_async_clients``). Weak keys: a loop that is gone takes its clients with it.
-_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, httpx.AsyncClient]] = \
-    weakref.WeakKeyDictionary()
-# Each destination's pool is split into this many clients, used in turn: httpcore's pool does
-# work proportional to (requests × connections) on every request it queues or finishes, so one
-# pool of hundreds of connections spends the loop's time there (measured: 40 calls/s with 200
-# in flight through one pool, 130 through 32 on the same machine).
-ASYNC_POOL_SHARDS = 32
-_turns = itertools.count()
-
-
-def _async_client(pool: Any) -> httpx.AsyncClient:
-    clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
-    key = (pool, next(_turns) % ASYNC_POOL_SHARDS)
-    client = clients.get(key)
-    if client is None:
-        client = clients[key] = httpx.AsyncClient(transport=_AsyncPinnedTransport(), follow_redirects=False,
-                                                  trust_env=False)
-    return client
+    retryable = False
 
 
 async def close_async_clients() -> None:
-    """Close this loop's clients (and their connections); call before the loop ends."""
-    clients = _async_clients.pop(asyncio.get_running_loop(), {})
-    for client in clients.values():
-        try:
-            await client.aclose()
-        except Exception:
-            log.warning("could not close an outbound client cleanly", exc_info=True)
+    """Close this loop's idle keep-alive connections; call before the loop ends."""
+    await http11.close_all()
 
 
 # --- one call ------------------------------------------------------------------------------
@@ -501,36 +421,74 @@ def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
 async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
                       timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, pool: Any = None) -> Fetched:
     """``fetch`` on the running event loop, under the same contracts (checked and pinned
-    addresses, no redirects, no proxies, the byte cap, one deadline). ``pool`` names the
-    keep-alive pool to use (the drain passes the destination's id)."""
-    sent = {**(headers or {}), "Accept-Encoding": "identity"}
-    token = _deadline.set(time.monotonic() + timeout)
+    addresses, no redirects, no proxies, the byte cap, one deadline), through ``http11``'s
+    keep-alive connections. ``pool`` names the pool to use (the drain passes the destination's
+    id). Raises OutboundError subclasses, TransportError included."""
+    target = _target(url)
+    body = http11.json_bytes(json_body) if json_body is not None else b""
+    sent = {"Host": target.host_header, "User-Agent": http11.USER_AGENT, "Accept": "*/*"}
+    if json_body is not None:
+        sent["Content-Type"] = "application/json"
+    given = {name.lower() for name in (headers or {})}
+    sent = {name: value for name, value in sent.items() if name.lower() not in given}
+    sent.update(headers or {})
+    sent["Accept-Encoding"] = "identity"
+    sent["Content-Length"] = str(len(body))
+    for name in [name for name in sent if name.lower() in ("accept-encoding", "content-length")
+                 and name not in ("Accept-Encoding", "Content-Length")]:
+        del sent[name]  # ours win, in whatever case the caller spelled them
+
+    async def connect() -> http11.Connection:
+        addresses = await allowed_addresses_async(target.host, target.port)
+        return await http11.connect_to(addresses, target.port, tls_name=target.host if target.tls else None)
+
     try:
-        # The deadline also bounds waits that are not socket operations (the resolver).
-        async with asyncio.timeout(timeout), _async_client(pool).stream(
-                method, url, json=json_body, headers=sent, timeout=timeout) as response:
-            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                raise UnsupportedEncoding(f"the response is compressed ({encoding}) although "
-                                          f"'Accept-Encoding: identity' was asked for")
-            content = await _read_capped_async(response, max_bytes)
-            return Fetched(response.status_code, content, response.headers.get("Content-Type", ""))
-    except (TimeoutError, httpx.TimeoutException, httpcore.TimeoutException) as error:
+        # One deadline for the whole call: resolving, connecting, TLS, sending, every read.
+        async with asyncio.timeout(timeout):
+            answer = await http11.exchange(
+                (pool, target.origin), connect, method, target.path, list(sent.items()), body,
+                max_bytes=max_bytes, too_large=ResponseTooLarge)
+    except TimeoutError as error:
         raise DeadlineExceeded(f"timed out after {timeout:g}s") from error
-    finally:
-        _deadline.reset(token)
+    except http11.TransportError as error:
+        raise TransportError(str(error)) from error
+    except httpcore.ConnectError as error:  # the resolver's (resolve_async)
+        raise TransportError(f"ConnectError: {error}") from error
+    except http11.RequestRefused as error:
+        raise InvalidRequest(str(error)) from error
+    encoding = answer.header(b"content-encoding").strip().lower()
+    if encoding not in ("", "identity"):
+        raise UnsupportedEncoding(f"the response is compressed ({encoding}) although "
+                                  f"'Accept-Encoding: identity' was asked for")
+    return Fetched(answer.status, answer.content, answer.header(b"content-type"))
 
 
-async def _read_capped_async(response: httpx.Response, max_bytes: int) -> bytes:
-    # As _read_capped.
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise ResponseTooLarge(f"the response is {int(declared):,} bytes; the limit is {max_bytes:,}")
-    chunks: list[bytes] = []
-    received = 0
-    async for chunk in response.aiter_raw():
-        received += len(chunk)
-        if received > max_bytes:
-            raise ResponseTooLarge(f"the response exceeded {max_bytes:,} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+@dataclass(frozen=True)
+class _Target:
+    tls: bool
+    host: str
+    port: int
+    path: bytes
+    origin: tuple[str, str, int]
+
+    @property
+    def host_header(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _target(url: str) -> _Target:
+    """Where ``url`` points, parsed (and percent-encoded) as httpx parses it; only http and https."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as error:
+        raise InvalidRequest(f"not a valid URL: {error}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise AddressRefused(f"outbound calls use http:// or https:// URLs with a host, not {parsed.scheme}://")
+    tls = parsed.scheme == "https"
+    port = parsed.port or (443 if tls else 80)
+    host = parsed.raw_host.decode("ascii")
+    return _Target(tls, host, port, parsed.raw_path, (parsed.scheme, host, port))
+
+

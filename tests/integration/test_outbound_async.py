@@ -2,7 +2,8 @@
 in a drain): the same checks as the blocking client, observed on loopback test servers.
 
 Refusals of other addresses are proven without sending a packet: the resolver is patched and
-the async network backend's connect is spied on (and refuses anything but loopback)."""
+``asyncio.open_connection`` — the only way ``http11`` opens a socket — is spied on (and refuses
+anything but loopback)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import threading
 import time
 from typing import Any
 
-import httpcore
 import pytest
 from django.db import connection
 
@@ -29,15 +29,15 @@ LOOPBACK = ("127.", "::1")
 def connects(monkeypatch) -> list[str]:
     """Every address the async backend connects to; a non-loopback one is refused before connecting."""
     seen: list[str] = []
-    real = httpcore.AnyIOBackend.connect_tcp
+    real = asyncio.open_connection
 
-    async def spy(self: Any, host: str, *args: Any, **kwargs: Any) -> Any:
+    async def spy(host: str, *args: Any, **kwargs: Any) -> Any:
         seen.append(host)
         if not host.startswith(LOOPBACK):
             raise AssertionError(f"a test tried to connect to {host}")
-        return await real(self, host, *args, **kwargs)
+        return await real(host, *args, **kwargs)
 
-    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", spy)
+    monkeypatch.setattr(asyncio, "open_connection", spy)
     return seen
 
 
@@ -149,11 +149,11 @@ def test_a_compressed_body_is_refused(allow):
     assert recorder.requests[0]["headers"]["Accept-Encoding"] == "identity"
 
 
-def test_a_unix_socket_is_never_used():
-    async def connect() -> None:
-        await outbound._AsyncPinnedBackend().connect_unix_socket("/tmp/x.sock")  # noqa: S108 - never opened
-    with pytest.raises(outbound.AddressRefused):
-        asyncio.run(connect())
+@pytest.mark.parametrize("url", ["unix:///tmp/x.sock", "file:///etc/passwd", "http:///no-host"])
+def test_only_http_urls_with_a_host_are_called(connects, url):
+    with pytest.raises(outbound.AddressRefused, match="http:// or https://"):
+        fetch(url)
+    assert connects == []
 
 
 # --- HTTP steps on a drain's event loop ---------------------------------------------------------
