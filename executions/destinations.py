@@ -231,18 +231,28 @@ RECORD_CALLS = """
 """
 
 
-def record_calls(rows: list[tuple[int, int, int | None, float, str]]) -> None:
+def record_calls(rows: list[tuple[int, int, int | None, float, str]], *, cursor: Any = None) -> None:
     """Log many outbound calls ``(destination_id, step_id, status_code, seconds, error)`` in one
-    statement (the drain, for calls made on its event loop); never fails a step."""
+    statement (the drain, for calls made on its event loop).
+
+    Given ``cursor``, the rows go into the caller's transaction (the drain's commit of those
+    calls' results) and an error is the caller's; without one, they are written on their own
+    and an error is logged, never raised: the log never fails a step."""
     if not rows:
         return
-    metrics.destination_calls(rows)
+    params: dict[str, Any] = {
+        "destination": [row[0] for row in rows], "step": [row[1] for row in rows],
+        "status": [row[2] for row in rows], "latency": [row[3] * 1000.0 for row in rows],
+        # PostgreSQL's text cannot hold NUL; a server's answer may.
+        "error": [row[4][:500].replace("\x00", "\ufffd") for row in rows],
+    }
+    if cursor is not None:
+        cursor.execute(RECORD_CALLS, params)
+        metrics.destination_calls(rows)
+        return
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(RECORD_CALLS, {
-                "destination": [row[0] for row in rows], "step": [row[1] for row in rows],
-                "status": [row[2] for row in rows], "latency": [row[3] * 1000.0 for row in rows],
-                "error": [row[4][:500] for row in rows],
-            })
+        with connection.cursor() as own:
+            own.execute(RECORD_CALLS, params)
+        metrics.destination_calls(rows)
     except Exception:
         log.exception("could not record %s outbound calls", len(rows))

@@ -32,8 +32,10 @@ parent's steps before the parent execution; rows of one kind in id order.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,8 +190,35 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
                              returning=("s.spawned_by_id", "s.parent_id", "s.status"), message=message)
     moved = _fetch(cursor, sql, params)
     metrics.children_finished(moved)
-    _propagate_to_fanouts(cursor, moved)
+    deferred = _deferred_fanouts.get()
+    if deferred is not None:
+        deferred.extend(moved)
+    else:
+        _propagate_to_fanouts(cursor, moved)
     return moved
+
+
+# Executions moved inside ``fanout_counts_last``, whose fan-out counts wait for its end.
+_deferred_fanouts: contextvars.ContextVar[list[dict[str, Any]] | None] = \
+    contextvars.ContextVar("deferred_fanouts", default=None)
+
+
+@contextlib.contextmanager
+def fanout_counts_last(cursor: Any) -> Iterator[None]:
+    """Apply the fan-out counts of the execution transitions made inside the block at its
+    end, in one statement, instead of with each transition.
+
+    A fan-out's counter row is the one row every child's commit updates: a transaction holds
+    its lock from that update to COMMIT, and every other worker committing a child of the
+    same fan-out waits for it. The drain's commit (worker.py) therefore does everything else
+    first — steps, payloads, the call log, the next claim — and takes that lock last."""
+    token = _deferred_fanouts.set([])
+    try:
+        yield
+        moved = _deferred_fanouts.get() or []
+    finally:
+        _deferred_fanouts.reset(token)
+    _propagate_to_fanouts(cursor, moved)
 
 
 # --- fan-out bookkeeping ---------------------------------------------------------------------

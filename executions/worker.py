@@ -44,6 +44,7 @@ from executions import (
     registry,
     retention,
     schedules,
+    state,
     transient,
     uploads,
 )
@@ -436,9 +437,6 @@ class Drain:
             self.bound_retry_at = 0.0  # a slot of ours frees with this commit: claim again at once
         if results:
             self._commit(results)
-            # The call log of steps that ran on the loop (which has no database), after their
-            # results: it is a best-effort record, never a reason to hold a result back.
-            destinations.record_calls([row for run, _ in results for row in run.extra.pop("calls", ())])
         return len(results)
 
     def _expire_timeouts(self) -> list[tuple[StepRun, Outcome]]:
@@ -491,12 +489,21 @@ class Drain:
 
     @staticmethod
     def _commit_once(results: list[tuple[StepRun, Outcome]]) -> None:
-        with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
+        # The call log of steps that ran on the loop (which has no database) goes into the
+        # same transaction as their results; the fan-out counters come last, so their row —
+        # the one every worker's commit of a fan-out's children updates — is locked only from
+        # that update to COMMIT (state.fanout_counts_last).
+        calls = [row for run, _ in results for row in run.extra.get("calls", ())]
+        with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor, \
+                state.fanout_counts_last(cursor):
             engine.commit(cursor, results)
+            destinations.record_calls(calls, cursor=cursor)
 
     def _commit_apart(self, results: list[tuple[StepRun, Outcome]], error: DatabaseError) -> None:
         if len(results) == 1:
             run, _ = results[0]
+            # Its call log is written on its own (best effort): it may be what was refused.
+            destinations.record_calls(run.extra.pop("calls", []))
             metrics.drain_error("result_refused")
             log.error("step %s (%s): its result could not be recorded: %s", run.step_id, run.vertex.id, error)
             refused = failed(f"its result could not be recorded ({type(error).__name__}: {error})"[:2000],
