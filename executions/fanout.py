@@ -93,7 +93,8 @@ EXPLODE = """
 """
 
 # Whether the item at the cursor is exploded (a fan-out planned before the item rows existed
-# is exploded when its spawner next runs).
+# is exploded when its spawner next runs). Item rows are keyed by item, not child: with
+# itemsPerChild, child i has items [i * per, (i + 1) * per).
 HAS_ITEM = "SELECT EXISTS (SELECT 1 FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index = %(cursor)s)"
 
 # One batch, by key: as JSON text (the default itemInput: the item), or decoded (a template).
@@ -110,18 +111,6 @@ BATCH_VALUES = """
 # failFast stop drops the rest.
 DROP_ITEMS = """
     DELETE FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s
-"""
-
-# itemsPerChild > 1: the items of children [lo, hi), grouped, each group as a JSON list (text).
-BATCH_GROUPS = """
-    WITH arr AS MATERIALIZED (
-        SELECT p.data #> %(path)s AS items FROM executions_payload p
-        WHERE p.execution_id = %(parent)s AND p.name = %(source)s
-    )
-    SELECT g.i / %(per)s, jsonb_agg(arr.items -> g.i ORDER BY g.i)::text
-    FROM arr, generate_series(%(lo)s * %(per)s, least(%(hi)s * %(per)s, jsonb_array_length(arr.items)) - 1) AS g(i)
-    GROUP BY g.i / %(per)s
-    ORDER BY 1
 """
 
 # maxConcurrency: the slots left after a batch, and where a release starts looking.
@@ -175,7 +164,7 @@ def spawn(step: StepRun) -> Outcome:
                 fan = _plan(tx.cursor, step, vertex)
         except _NoRoom as full:
             return _wait_for_room(full.reason)
-    elif fan["cursor"] < fan["total"] and vertex.items_per_child == 1:
+    elif fan["cursor"] < fan["total"]:
         with step.transaction() as tx:
             _explode(tx.cursor, step, vertex, fan)
     target = versions.get(fan["target_version_id"])
@@ -204,10 +193,12 @@ def spawn(step: StepRun) -> Outcome:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
             if fan["fail_fast"] and fan["exceeded"]:
                 # S18: the merge has failed already; children not yet created never will be
-                tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": fan["total"]})
+                tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
+                                               "hi": fan["total"] * vertex.items_per_child})
                 break
             inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
-            tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at, "hi": hi})
+            tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
+                                           "hi": hi * vertex.items_per_child})
             tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
             metrics.children_created(inserted)
         created += inserted
@@ -226,12 +217,13 @@ def _explode(cursor: Any, step: StepRun, vertex: ast.Spawner, fan: dict[str, Any
     """Store the items from the cursor on as rows, unless they are stored already."""
     if fan["cursor"] >= fan["total"]:
         return
-    row = _fetch_one(cursor, HAS_ITEM, {"step": step.step_id, "cursor": fan["cursor"]})
+    first_item = fan["cursor"] * vertex.items_per_child
+    row = _fetch_one(cursor, HAS_ITEM, {"step": step.step_id, "cursor": first_item})
     if row and row[0]:
         return
     source, path = items_source(vertex.items)
     cursor.execute(EXPLODE, {"step": step.step_id, "path": path, "parent": step.execution.id, "source": source,
-                             "cursor": fan["cursor"]})
+                             "cursor": first_item})
 
 
 def _pressure_deferral(fan: dict[str, Any]) -> Outcome | None:
@@ -301,8 +293,7 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
     }
     cursor.execute(CREATE_FANOUT, params)
     fan = cast(dict[str, Any], _fanout_row(cursor, step.step_id))
-    if vertex.items_per_child == 1:
-        _explode(cursor, step, vertex, fan)
+    _explode(cursor, step, vertex, fan)
     return fan
 
 
@@ -417,18 +408,19 @@ def _hold(cursor: Any, step: StepRun, vertex: ast.Spawner, indexes: list[int], h
 def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner,
                     lo: int, hi: int) -> list[tuple[int, dict[str, Any]]]:
     """Each child's own values for its itemInput: ``$.items``, ``$.index`` and
-    ``$.firstItem`` (with one item per child also ``$.item``). One item per child reads the
-    spawner's item rows by key (O(batch)); batches of items still index into the stored list."""
+    ``$.firstItem`` (with one item per child also ``$.item``), read from the spawner's item
+    rows by key: O(batch), however long the list."""
     per = vertex.items_per_child
+    cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo * per, "hi": hi * per})
+    rows = [(i, payloads.decode(value)) for i, value in cursor.fetchall()]
     if per == 1:
-        cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo, "hi": hi})
         return [(index, {"item": item, "items": [item], "index": index, "firstItem": index})
-                for index, item in ((i, payloads.decode(value)) for i, value in cursor.fetchall())]
-    source, path = items_source(vertex.items)
-    params = {"path": path, "lo": lo, "hi": hi, "parent": step.execution.id, "source": source}
-    cursor.execute(BATCH_GROUPS, {**params, "per": per})
-    return [(index, {"items": payloads.decode(items), "index": index, "firstItem": index * per})
-            for index, items in cursor.fetchall()]
+                for index, item in rows]
+    groups: dict[int, list[Any]] = {}
+    for item_index, item in rows:  # in item order (BATCH_VALUES)
+        groups.setdefault(item_index // per, []).append(item)
+    return [(index, {"items": items, "index": index, "firstItem": index * per})
+            for index, items in sorted(groups.items())]
 
 
 _parsed = functools.lru_cache(maxsize=1024)(parse_path)

@@ -10,7 +10,7 @@ import json
 import pytest
 from django.db import connection
 
-from executions import worker
+from executions import payloads, worker
 from tests.support import helpers
 
 FINISHED = 60_000
@@ -93,8 +93,9 @@ def list_reads(queries: list[dict]) -> int:
                and "INSERT INTO executions_payload" not in q["sql"])
 
 
-@pytest.mark.parametrize("item_input", [None, {"id": "$.item.i"}])
-def test_spawn_batches_do_not_reread_the_stored_list(workspace, settings, item_input):
+@pytest.mark.parametrize(("item_input", "per"), [
+    (None, 1), ({"id": "$.item.i"}, 1), ({"items": "$.items", "first": "$.firstItem"}, 2)])
+def test_spawn_batches_do_not_reread_the_stored_list(workspace, settings, item_input, per):
     """Issue 14 §7: today every batch indexes into the parent's whole stored input, so N/B
     batches each read all N items (O(N²)). The list is read a fixed number of times
     (counting and exploding it), whatever the number of batches."""
@@ -103,7 +104,10 @@ def test_spawn_batches_do_not_reread_the_stored_list(workspace, settings, item_i
     settings.SB = {**settings.SB, "SPAWN_BATCH": 3}
     helpers.publish(workspace, "child", {"start": "t", "vertices": {
         "t": {"type": "TASK", "handler": "demo.echo", "input": "$.input"}}})
-    helpers.publish(workspace, "parent", helpers.fanout_doc("child", item_input=item_input))
+    doc = helpers.fanout_doc("child", item_input=item_input)
+    if per > 1:
+        doc["vertices"]["fan"]["itemsPerChild"] = per
+    helpers.publish(workspace, "parent", doc)
     counts = {}
     for items in (6, 30):
         parent = helpers.start(workspace, "parent", {"items": [{"i": i} for i in range(items)]})
@@ -111,7 +115,13 @@ def test_spawn_batches_do_not_reread_the_stored_list(workspace, settings, item_i
             helpers.run_engine()
         parent = helpers.refresh(parent)
         assert parent.status == "SUCCEEDED"
-        assert sorted(c.item_index for c in parent.children.all()) == list(range(items))
+        assert sorted(c.item_index for c in parent.children.all()) == list(range(items // per))
+        if per > 1:
+            last = parent.children.get(item_index=items // per - 1)
+            with connection.cursor() as cursor:
+                loaded = payloads.load(cursor, [(last.pk, payloads.INPUT)])
+            assert loaded[(last.pk, payloads.INPUT)] == {
+                "items": [{"i": i} for i in range(items - per, items)], "first": items - per}
         counts[items] = list_reads(captured.captured_queries)
     assert counts[6] == counts[30], f"reads of the stored list grow with the batches: {counts}"
     with connection.cursor() as cursor:
