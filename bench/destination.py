@@ -126,7 +126,7 @@ def progress(execution_id: Any) -> tuple[bool, int]:
 
 
 def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0, workers: int = 2,
-        timeout: float = 900.0) -> dict[str, Any]:
+        timeout: float = 900.0, profile_queries: bool = False) -> dict[str, Any]:
     reset()
     workspace = Workspace.objects.get(slug="default")
     server = LatencyServer(latency_ms / 1000.0).start()
@@ -145,6 +145,7 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
                                              input={"items": list(range(items))}, created_by="bench").execution
         wait_until(lambda: progress(execution.pk), total=items, label=f"destination {items:,}", timeout=timeout)
         background_done = progress(background.pk)[1] if background is not None else 0
+        profile = cluster.query_profile(20) if profile_queries else None
     finally:
         cluster.stop()
         server.stop()
@@ -162,4 +163,6 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
         "succeeded": succeeded, "merge": merge,
     }
     result["ok"] = succeeded == items and merge == "SUCCEEDED" and server.peak <= limit
+    if profile is not None:
+        result["profile"] = profile
     return result

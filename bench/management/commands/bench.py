@@ -62,6 +62,7 @@ class Command(BaseCommand):
         destination.add_argument("--background-items", type=int, default=0,
                                  help="a plain fan-out of no-op TASK children running at the same time")
         destination.add_argument("--workers", type=int, default=2)
+        destination.add_argument("--profile", action="store_true", help="add database time by statement shape")
         for each in (fanout, floor, baseline, redelivery, scale, cluster, destination):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
@@ -139,4 +140,5 @@ class Command(BaseCommand):
         from bench import destination
 
         return destination.run(options["limit"], options["latency_ms"], options["items"],
-                               background_items=options["background_items"], workers=options["workers"])
+                               background_items=options["background_items"], workers=options["workers"],
+                               profile_queries=options["profile"])
