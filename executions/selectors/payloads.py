@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from django.core.cache import cache
 from django.db import connection
 
 from executions import payloads as store
@@ -48,7 +49,7 @@ PREVIEW_CHARS = 3000
 
 # A payload's size, and its data when it is at most ``limit`` bytes.
 PAYLOAD_HEAD = """
-    SELECT size_bytes, CASE WHEN size_bytes <= %(limit)s THEN data END
+    SELECT size_bytes, CASE WHEN size_bytes <= %(limit)s THEN data END, xmin::text || '/' || ctid::text
     FROM executions_payload WHERE execution_id = %(execution)s AND name = %(name)s
 """
 
@@ -86,12 +87,31 @@ def preview(execution_id: Any, name: str | None) -> Preview | None:
         head = cursor.fetchone()
         if head is None:
             return None
-        size, data = head
+        size, data, version = head
         if size <= PREVIEW_BYTES:
             text = json.dumps(json.loads(data) if isinstance(data, str) else data, indent=2, ensure_ascii=False)
             return Preview(name, size, text[:PREVIEW_CHARS], len(text) > PREVIEW_CHARS)
+        return Preview(name, size, outline(cursor, execution_id, name, version), truncated=False, outline=True)
+
+
+OUTLINE_CACHE_SECONDS = 24 * 3600
+
+
+def outline(cursor: Any, execution_id: Any, name: str, version: str) -> str:
+    """The outline of a large payload, computed once per stored version of it.
+
+    Computing it reads the whole value (PostgreSQL decompresses a TOASTed jsonb whole: ~120 ms
+    for the 63 MB input of a 1,000,000-item fan-out, ~500 ms with the outline's walk), so it is
+    cached, keyed by the payload row's version (``xmin`` and ``ctid``: every rewrite, an edited
+    retry's say, makes a new row version, even inside one transaction), so it is computed once
+    per stored value and a rewritten payload is outlined afresh."""
+    key = f"sb:payload-outline:{execution_id}:{name}:{version}"
+    text = cache.get(key)
+    if text is None:
         cursor.execute(PAYLOAD_OUTLINE, {"chars": 300, "execution": execution_id, "name": name})
-        return Preview(name, size, _outline(cursor.fetchall()), truncated=False, outline=True)
+        text = _outline(cursor.fetchall())
+        cache.set(key, text, OUTLINE_CACHE_SECONDS)
+    return cast(str, text)
 
 
 def _outline(entries: list[tuple[str, str, int | None, str]]) -> str:
@@ -129,11 +149,10 @@ def inline(execution_id: Any, name: str | None) -> Inline:
         head = cursor.fetchone()
         if head is None:
             return Inline(None, None, True, None)
-        size, data = head
+        size, data, version = head
         if size <= INLINE_BYTES:
             return Inline(size, store.decode(data), True, None)
-        cursor.execute(PAYLOAD_OUTLINE, {"chars": 300, "execution": execution_id, "name": name})
-        return Inline(size, None, False, _outline(cursor.fetchall()))
+        return Inline(size, None, False, outline(cursor, execution_id, name, version))
 
 
 # The top-level entries of a payload, each as JSON text unless it is a large list (streamed

@@ -300,6 +300,31 @@ def test_large_inputs_are_outlined_not_shipped(workspace):
     assert selectors.payloads.preview(small.pk, "input").text == '{\n  "who": "ops"\n}'
 
 
+def test_a_large_payload_is_outlined_once_per_stored_version(workspace):
+    """Outlining reads the whole value (1,000,000 items: ~0.5 s a view), so it is computed once
+    per row version of the payload; a rewritten payload (an edited retry) is outlined again."""
+    from executions import payloads
+
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    entries = [{"id": f"entry-{i:05d}", "note": "x" * 40} for i in range(2000)]
+    execution = helpers.start(workspace, "noop", {"entries": entries})
+
+    def outline_reads() -> tuple[str, int]:
+        with CaptureQueriesContext(connection) as captured:
+            text = selectors.payloads.preview(execution.pk, "input").text
+        return text, sum("jsonb_each" in q["sql"] for q in captured.captured_queries)
+
+    first, reads = outline_reads()
+    assert reads == 1 and "… 2,000 items]" in first
+    assert outline_reads() == (first, 0), "the second view reuses the outline"
+    assert selectors.payloads.inline(execution.pk, "input").preview == first
+    with connection.cursor() as cursor:  # rewritten, as an edited retry does
+        payloads.put_many(cursor, [(execution.pk, payloads.INPUT,
+                                    payloads.encode({"entries": entries[:1500], "note": "edited"}))])
+    again, reads = outline_reads()
+    assert reads == 1 and "… 1,500 items]" in again and '"note": "edited"' in again
+
+
 def test_a_fanout_offers_download_links_for_all_and_failed_children(viewer, failed_fanout, workspace):
     html = viewer.get(detail(failed_fanout)).content.decode()
     api = f"/api/v1/executions/{failed_fanout.pk}/children"
