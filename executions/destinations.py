@@ -256,3 +256,22 @@ def record_calls(rows: list[tuple[int, int, int | None, float, str]], *, cursor:
         metrics.destination_calls(rows)
     except Exception:
         log.exception("could not record %s outbound calls", len(rows))
+
+
+# Old call-log rows of one destination, oldest first, read through call_destination_recent.
+DELETE_OLD_CALLS = """
+    DELETE FROM executions_destinationcall WHERE id IN (
+        SELECT id FROM executions_destinationcall
+        WHERE destination_id = %(destination)s AND created_at < now() - make_interval(secs => %(age)s)
+        ORDER BY created_at
+        LIMIT %(limit)s)
+"""
+
+
+def purge_calls(cursor: Any, destination_id: int, *, age_seconds: float, limit: int) -> int:
+    """Delete up to ``limit`` call-log rows of a destination older than ``age_seconds`` (the
+    Rate Limits page reads the last five minutes; the log is kept for
+    ``SB_CALL_LOG_RETENTION_SECONDS`` for inspection, then goes with the retention pass)."""
+    cursor.execute(DELETE_OLD_CALLS, {"destination": destination_id, "age": age_seconds, "limit": limit})
+    return int(cursor.rowcount)
+

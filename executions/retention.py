@@ -18,6 +18,9 @@ One pass (``run_pass``; ``manage.py sb_gc`` and the scheduled tick) does, oldest
    per transaction, with the position kept on the root (``retention_depth``,
    ``retention_after``) so the next pass resumes there. FAILED and CANCELLED trees keep their
    payloads (they stay retryable) until the purge takes the whole tree.
+3. **Call log**: destination call rows older than ``SB_CALL_LOG_RETENTION_SECONDS``, per
+   destination, oldest first, ``RETENTION_BATCH`` rows per transaction (they carry a step id
+   but no key to it, so the purge of a tree does not reach them).
 
 Progress: a root leaves the candidate index as soon as its payloads are marked for deletion
 (``payloads_purged_at``) or it is purged, so no pass selects an emptied or purged tree again;
@@ -43,6 +46,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
+from executions import destinations
 from workflows.errors import Conflict
 
 ZERO = uuid.UUID(int=0)
@@ -161,9 +165,12 @@ class Report:
     payloads_deleted: int = 0
     bytes_freed: int = 0
     seconds: float = 0.0
+    calls_deleted: int = 0  # not among sb_gc's printed keys; the tick reports it
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        figures = asdict(self)
+        del figures["calls_deleted"]
+        return figures
 
 
 class _Budget:
@@ -188,8 +195,23 @@ def run_pass(*, max_seconds: float | None = None, batch: int | None = None) -> R
     _purge_trees(report, budget, size)
     _resume_payloads(report, budget, size)
     _delete_payloads(report, budget, size)
+    _purge_call_log(report, budget, size)
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _purge_call_log(report: Report, budget: _Budget, size: int) -> None:
+    age = float(settings.SB["CALL_LOG_RETENTION_SECONDS"])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM executions_destination ORDER BY id")
+        destination_ids = [row[0] for row in cursor.fetchall()]
+    for destination_id in destination_ids:
+        while not budget.spent():
+            with transaction.atomic(), connection.cursor() as cursor:
+                deleted = destinations.purge_calls(cursor, destination_id, age_seconds=age, limit=size)
+            report.calls_deleted += deleted
+            if deleted < size:
+                break
 
 
 def _candidates(sql: str, age: float, limit: int) -> Any:

@@ -711,7 +711,8 @@ def tick() -> dict[str, Any]:
     scheduled = schedules.fire_due()
     if work_pending():
         kick.request_drain(force=True)
-    return {"requeued": requeued, "failed": failed_steps, **gc.as_dict(), "uploads_deleted": uploads_deleted,
+    return {"requeued": requeued, "failed": failed_steps, **gc.as_dict(), "calls_deleted": gc.calls_deleted,
+            "uploads_deleted": uploads_deleted,
             "workers_expired": workers_expired, "scheduled": scheduled}
 
 

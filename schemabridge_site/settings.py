@@ -334,6 +334,8 @@ SB: dict[str, Any] = {
     "RETENTION_SECONDS": env_float("SB_RETENTION_SECONDS", 30 * 24 * 3600),
     "RETENTION_BATCH": env_int("SB_RETENTION_BATCH", 2000),
     "RETENTION_TICK_SECONDS": env_float("SB_RETENTION_TICK_SECONDS", 20.0),
+    # Destination call-log rows (the Rate Limits page's figures read the last five minutes).
+    "CALL_LOG_RETENTION_SECONDS": env_float("SB_CALL_LOG_RETENTION_SECONDS", 7 * 24 * 3600),
     # This deployment's name in system actors' signed claims (S15): a claim signed for another
     # deployment is refused. Default: derived from SECRET_KEY (so distinct per deployment);
     # set it explicitly in production so that rotating SECRET_KEY does not change it.

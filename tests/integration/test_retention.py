@@ -17,8 +17,8 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 
-from executions import retention, services, worker
-from executions.models import Event, Execution, FanOut, Payload, Step
+from executions import destinations, retention, services, worker
+from executions.models import Destination, DestinationCall, Event, Execution, FanOut, Payload, Step
 from tests.support import helpers
 from tests.support.clients import api, client_for, problem, text
 from tests.support.threads import race
@@ -339,3 +339,38 @@ def test_a_retry_racing_the_freeze_of_its_tree_never_runs_without_its_input(work
 
     assert deleted > 0 and outcome.startswith("cannot retry: the payloads of its tree were deleted at")
     assert helpers.refresh(failed).status == "FAILED" and not Step.objects.filter(execution=failed, status="READY")
+
+
+# --- the destination call log -----------------------------------------------------------------
+
+def test_old_call_log_rows_go_in_batches_and_recent_ones_stay(workspace, settings):
+    """The call log grew for ever (a row per outbound call, never deleted): a pass now deletes
+    rows older than SB_CALL_LOG_RETENTION_SECONDS, per destination, a batch per transaction."""
+    settings.SB = {**settings.SB, "CALL_LOG_RETENTION_SECONDS": 7 * DAY}
+    first = Destination.objects.create(workspace=workspace, name="one", base_url="https://one.example")
+    second = Destination.objects.create(workspace=workspace, name="two", base_url="https://two.example")
+    with connection.cursor() as cursor:
+        for destination, old, recent in ((first, 5, 2), (second, 3, 1)):
+            for age_days, count in ((8, old), (1, recent)):
+                cursor.execute(
+                    "INSERT INTO executions_destinationcall (destination_id, step_id, status_code, ok, latency_ms, "
+                    "error, created_at) SELECT %s, NULL, 200, true, 5.0, '', now() - make_interval(days => %s) "
+                    "FROM generate_series(1, %s)", [destination.pk, age_days, count])
+
+    report = retention.run_pass(batch=2)
+
+    assert report.calls_deleted == 8
+    assert DestinationCall.objects.filter(destination=first).count() == 2
+    assert DestinationCall.objects.filter(destination=second).count() == 1
+    assert "calls_deleted" not in report.as_dict(), "sb_gc prints the issue's keys only"
+    assert retention.run_pass().calls_deleted == 0
+
+
+def test_the_call_log_purge_reads_its_index(workspace):
+    destination = Destination.objects.create(workspace=workspace, name="one", base_url="https://one.example")
+    inner = destinations.DELETE_OLD_CALLS.split("IN (", 1)[1].rsplit(")", 1)[0]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {inner}", {"destination": destination.pk, "age": 60, "limit": 10})
+        plan = json.dumps(cursor.fetchone()[0])
+    assert "call_destination_recent" in plan and "Seq Scan" not in plan, plan
