@@ -426,17 +426,15 @@ async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: 
     id). Raises OutboundError subclasses, TransportError included."""
     target = _target(url)
     body = http11.json_bytes(json_body) if json_body is not None else b""
-    sent = {"Host": target.host_header, "User-Agent": http11.USER_AGENT, "Accept": "*/*"}
+    # Defaults the caller's headers replace (in any case); the framing and encoding are ours.
+    defaults = {"Host": target.host_header, "User-Agent": http11.USER_AGENT, "Accept": "*/*"}
     if json_body is not None:
-        sent["Content-Type"] = "application/json"
-    given = {name.lower() for name in (headers or {})}
-    sent = {name: value for name, value in sent.items() if name.lower() not in given}
-    sent.update(headers or {})
-    sent["Accept-Encoding"] = "identity"
-    sent["Content-Length"] = str(len(body))
-    for name in [name for name in sent if name.lower() in ("accept-encoding", "content-length")
-                 and name not in ("Accept-Encoding", "Content-Length")]:
-        del sent[name]  # ours win, in whatever case the caller spelled them
+        defaults["Content-Type"] = "application/json"
+    given = {name: value for name, value in (headers or {}).items()
+             if name.lower() not in ("accept-encoding", "content-length")}
+    replaced = {name.lower() for name in given}
+    sent = {**{name: value for name, value in defaults.items() if name.lower() not in replaced}, **given,
+            "Accept-Encoding": "identity", "Content-Length": str(len(body))}
 
     async def connect() -> http11.Connection:
         addresses = await allowed_addresses_async(target.host, target.port)

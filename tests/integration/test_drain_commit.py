@@ -4,7 +4,6 @@ commits their results, and the fan-out counters are the last thing written befor
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -14,20 +13,6 @@ from executions.models import Destination, DestinationCall
 from executions.worker import Drain
 from tests.support import helpers
 from tests.support.httpserver import serve
-
-
-def drain_in_thread() -> None:
-    """A drain with threads (so HTTP steps run on its loop), on a thread of its own whose
-    connection closes with it, until nothing is claimable now."""
-    def run() -> None:
-        try:
-            Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16, linger=False).run()
-        finally:
-            connection.close()
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive()
 
 
 def _transactions(statements: list[str]) -> list[list[str]]:
@@ -73,7 +58,7 @@ def test_the_call_log_goes_with_the_results_and_the_fanout_counters_come_last(wo
         helpers.publish(workspace, "parent", helpers.fanout_doc())
         parent = helpers.start(workspace, "parent", {"items": list(range(6))})
         for _ in range(10):  # a drain ends when nothing is claimable now; the merge follows the children
-            drain_in_thread()
+            helpers.drain_in_thread()
             if helpers.refresh(parent).status not in ("PENDING", "RUNNING"):
                 break
         with connection.cursor() as cursor:

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from executions import destinations, outbound
 from executions.models import Destination, DestinationCall, Step
-from executions.worker import Drain
 from tests.support import helpers
 from tests.support.httpserver import serve
 
@@ -158,19 +155,6 @@ def test_only_http_urls_with_a_host_are_called(connects, url):
 
 # --- HTTP steps on a drain's event loop ---------------------------------------------------------
 
-def drain_in_thread() -> None:
-    """A drain with threads (so HTTP steps run on its loop) until nothing is claimable."""
-    def run() -> None:
-        try:
-            Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16, linger=False).run()
-        finally:
-            connection.close()
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_http_steps_on_the_loop_keep_their_outcomes_call_log_and_redaction(workspace):
     with serve() as (url, recorder):
@@ -185,7 +169,7 @@ def test_http_steps_on_the_loop_keep_their_outcomes_call_log_and_redaction(works
         ok = helpers.start(workspace, "ok", {})
         bad = helpers.start(workspace, "bad", {})
         slow = helpers.start(workspace, "slow", {})
-        drain_in_thread()
+        helpers.drain_in_thread()
     assert helpers.refresh(ok).status == "SUCCEEDED"
     assert helpers.step(ok, "call").attempt == 1
     assert recorder.requests[0]["headers"]["Authorization"] == "Bearer s3cret-token-value"

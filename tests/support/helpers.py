@@ -3,6 +3,7 @@ engine until nothing is claimable, claims and leases, and reading back what happ
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection
 from typing import Any
 
@@ -67,6 +68,20 @@ def run_engine(*, max_seconds: float = 60.0, threads: int = 0, batch: int = 256)
     """Run the engine in this process until no step is claimable now (timers in the future
     are left waiting). threads=0 runs inline, inside the test's transaction."""
     return Drain(max_seconds=max_seconds, idle_seconds=0.0, threads=threads, batch=batch, linger=False).run()
+
+
+def drain_in_thread() -> None:
+    """A drain with threads (so HTTP steps run on its event loop), on a thread of its own whose
+    database connection closes with it, until nothing is claimable now."""
+    def run() -> None:
+        try:
+            Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16, linger=False).run()
+        finally:
+            connection.close()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
 
 
 def claim(limit: int = 100, **options: Any) -> list[leases.ClaimedStep]:
