@@ -83,6 +83,7 @@ SHUTDOWN_GRACE = 3.0  # seconds in-flight steps get to finish when the cluster s
 SHOW_RUNNING_AFTER = 0.5  # seconds a step runs before its execution is shown RUNNING
 IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluster, reaping)
 CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
+HELP_RETRY = 1.0  # seconds before a drain with a backlog asks again for help that was refused
 
 
 @dataclass
@@ -239,7 +240,8 @@ class Drain:
         self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
         self.stopping_since: float | None = None
         self.steps_done = 0
-        self.asked_for_help = False
+        self.helped = False  # a second drain was enqueued at our request
+        self.help_retry_at = 0.0  # monotonic time before which we do not ask again
         # linger=False: stop as soon as nothing is claimable now (tests; never waits on timers).
         self.linger = linger
         self.started_at = 0.0
@@ -368,12 +370,14 @@ class Drain:
             self._start(InFlight(run))
         if bound_room and not any(run.claimed.destination_id is not None for run in runs):
             self.bound_retry_at = time.monotonic() + CLAIM_RETRY
-        if len(runs) > 1 and not self.asked_for_help:
-            # A backlog: ask (once) for another drain, so idle worker processes join in (each
-            # drain's turn is mostly database round trips; two overlap them) — and one is
-            # alive to reap if this one stalls. A helper with nothing to do ends when idle.
-            self.asked_for_help = True
-            kick.request_drain()
+        if len(runs) > 1 and not self.helped and time.monotonic() >= self.help_retry_at:
+            # A backlog: ask for another drain, so idle worker processes join in (each drain's
+            # turn is mostly database round trips; two overlap them) — and one is alive to reap
+            # if this one stalls. A helper with nothing to do ends when idle. A refused request
+            # (every slot taken, or a drain enqueued in the last moment — often this one) is
+            # asked again after HELP_RETRY, until one is enqueued.
+            self.helped = kick.request_drain()
+            self.help_retry_at = time.monotonic() + HELP_RETRY
         return len(runs)
 
     def _start(self, entry: InFlight) -> None:

@@ -162,8 +162,23 @@ def wait_for(predicate: Callable[[], T | None], *, timeout: float, what: str, in
         if value:
             return value
         if time.monotonic() > deadline:
-            raise ScenarioError(f"timed out after {timeout:g}s waiting for {what}")
+            raise ScenarioError(f"timed out after {timeout:g}s waiting for {what}; "
+                                f"database sessions then: {db(sessions)}")
         time.sleep(interval)
+
+
+SESSIONS = """
+    SELECT pid, state, wait_event_type, wait_event,
+           round(extract(epoch FROM now() - xact_start)::numeric, 1) AS xact_seconds, left(query, 120)
+    FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'
+    ORDER BY xact_start NULLS LAST
+"""
+
+
+def sessions() -> list[tuple[Any, ...]]:
+    """The database's busy sessions (for a timed-out wait's message: who holds what)."""
+    return query(SESSIONS)
 
 
 def query(sql: str, params: Any = None) -> list[tuple[Any, ...]]:

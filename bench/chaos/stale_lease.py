@@ -14,14 +14,17 @@ from bench.chaos.invariants import FENCED_NOTE, Expect
 from bench.chaos.lab import Lab, QCluster, ScenarioError, items, leased_by, query, wait_for, wait_progress
 from bench.chaos.pacing import child_seconds
 
-# A session left "idle in transaction" while its process is stopped holds its row locks
-# (the merge's fan-out row, say) and would stall everyone: stop the worker between
-# transactions instead, as a GC pause would usually find it.
-IN_TRANSACTION = """
-    SELECT count(*) FROM pg_stat_activity
-    WHERE datname = current_database() AND pid <> pg_backend_pid()
-      AND state LIKE 'idle in transaction%%' AND state_change < now() - interval '200 milliseconds'
+# A session left inside a transaction while its process is stopped holds its row locks (the
+# merge's fan-out row, say) and would stall everyone: stop the worker between transactions
+# instead, as a GC pause would usually find it. The stopped worker's sessions cannot be told
+# apart from the others', so: sample the open transactions twice, some time after the stop;
+# one open in both samples may be the stopped worker's (a statement sent just before the stop
+# can still be running at the first sample), and the stop is tried again later.
+OPEN_TRANSACTIONS = """
+    SELECT pid, xact_start FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
 """
+SETTLE = 0.3  # seconds between the stop and each sample
 
 # Steps of the stopped worker that another worker took over: a later attempt is running
 # elsewhere or has finished.
@@ -77,8 +80,10 @@ def _stop_a_worker_between_transactions(cluster: QCluster) -> tuple[int, dict[in
         if pids:
             victim = pids[0]
             cluster.signal(victim, signal.SIGSTOP)
-            time.sleep(0.3)  # let a transaction in flight show up as idle in transaction
-            if query(IN_TRANSACTION)[0][0] == 0:
+            time.sleep(SETTLE)
+            first = set(query(OPEN_TRANSACTIONS))
+            time.sleep(SETTLE)
+            if not first & set(query(OPEN_TRANSACTIONS)):
                 held = [step_id for step_id, pid in leased_by().items() if pid == victim]
                 if held:
                     rows = query("SELECT id, attempt FROM executions_step WHERE id = ANY(%s)", [held])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,11 @@ from tests.support.cluster import TEST_SETTINGS
 @pytest.fixture
 def lab(transactional_db: Any) -> Lab:
     """Short leases so that lost work is re-run within seconds; the test settings in the
-    cluster; the pytest process is the orchestrator (and never a worker)."""
+    cluster; the pytest process is the orchestrator (and never a worker). The scenario's
+    narration goes to stdout, which pytest shows with a failure."""
     return Lab(database=connection.settings_dict["NAME"], env=dict(TEST_SETTINGS),
-               workers=2, lease_seconds=2.0, timeout=150.0)
+               workers=2, lease_seconds=2.0, timeout=150.0, say=_say)
+
+
+def _say(message: str) -> None:
+    print(time.strftime("%H:%M:%S"), message, flush=True)

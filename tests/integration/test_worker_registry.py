@@ -12,6 +12,7 @@ from django.db import connection
 
 from executions import kick, leases, registry, worker
 from executions.models import WorkerProcess
+from tests.support import helpers
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +146,25 @@ def test_a_long_worker_name_still_fits_a_lease(monkeypatch):
     with connection.cursor() as cursor:
         registry.register(cursor, pid=1)
     assert WorkerProcess.objects.get().host == "h" * 80
+
+
+def test_a_busy_drain_asks_for_help_again_when_its_request_was_refused(workspace, monkeypatch):
+    """A drain that finds a backlog asks for a second drain. A refused request (a drain was
+    enqueued in the last 250 ms — the one now running, say) is asked again later, not dropped:
+    otherwise one drain runs the whole backlog while the other workers idle, and nobody
+    reaps if it stalls (seen in the stale_lease chaos scenario)."""
+    asked: list[bool] = []
+
+    def request_drain(force: bool = False) -> bool:
+        asked.append(force)
+        return len(asked) > 1  # the first request is refused, the next one enqueues
+
+    monkeypatch.setattr(kick, "request_drain", request_drain)
+    monkeypatch.setattr(worker, "HELP_RETRY", 0.0)
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    for index in range(12):
+        helpers.start(workspace, "noop", {"i": index})
+    asked.clear()  # starting executions kicks; only the drain's own requests count
+    done = worker.Drain(max_seconds=30, idle_seconds=0, threads=0, batch=4, linger=False).run()
+    assert done == 12
+    assert asked == [False, False], "asked again after the refusal, and not after the enqueue"
