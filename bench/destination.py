@@ -45,6 +45,8 @@ class LatencyServer:
     def __init__(self, latency: float) -> None:
         self.latency = latency
         self.in_flight = self.peak = self.answered = 0
+        self.busy = 0.0  # the integral of in_flight over time (slot-seconds used)
+        self.changed_at = 0.0
         self.first_at: float | None = None
         self.last_at: float | None = None
         self.port = 0
@@ -81,6 +83,13 @@ class LatencyServer:
         server.close()
         loop.run_until_complete(self._close())  # open keep-alive connections end with the server
 
+    def _count(self, delta: int) -> None:
+        now = time.monotonic()
+        if self.changed_at:
+            self.busy += self.in_flight * (now - self.changed_at)
+        self.changed_at = now
+        self.in_flight += delta
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -92,13 +101,13 @@ class LatencyServer:
                         length = int(value.strip())
                 if length:
                     await reader.readexactly(length)
-                self.in_flight += 1  # one loop thread: no lock needed
+                self._count(+1)  # one loop thread: no lock needed
                 self.peak = max(self.peak, self.in_flight)
                 self.first_at = self.first_at or time.monotonic()
                 try:
                     await asyncio.sleep(self.latency)
                 finally:
-                    self.in_flight -= 1
+                    self._count(-1)
                 body = b'{"ok": true}'
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -160,6 +169,10 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
         "calls": server.answered, "seconds": round(seconds, 3),
         "calls_per_s": round(calls_per_s, 1), "bound_calls_per_s": round(bound, 1),
         "utilisation": round(calls_per_s / bound, 3), "max_in_flight": server.peak,
+        # Calls in flight at the server on average, and how long each was held there: together
+        # they tell idle slots (mean_in_flight below the limit) from slow answers.
+        "mean_in_flight": round(server.busy / seconds, 1) if seconds > 0 else 0.0,
+        "mean_call_ms": round(1000 * server.busy / server.answered, 1) if server.answered else 0.0,
         "succeeded": succeeded, "merge": merge,
     }
     result["ok"] = succeeded == items and merge == "SUCCEEDED" and server.peak <= limit

@@ -4,8 +4,17 @@
   LOCKED because a row another claimer holds is simply someone else's work; waiting on it
   would serialise the workers). Each claimed step gets a fresh lease token and an expiry
   of ``now() + LEASE_SECONDS``. Steps that call a destination (S11) are claimed per
-  destination, only as many as it has free slots: in-flight = its RUNNING steps, so a slot
-  is released by any transition out of RUNNING, lease expiry included, and cannot leak.
+  destination, only as many as it has free slots: in flight = its RUNNING steps that hold a
+  slot (``holds_slot``), so a slot is released by any transition out of RUNNING, lease expiry
+  included, and cannot leak.
+* **Slots, and the queue behind them**: a drain may also claim, beyond the slots it takes,
+  as many steps again *without* a slot (``holds_slot = false``; not for a destination with a
+  request rate, whose tokens are spent at claim). They wait in the drain's queue for one of
+  its slots; when a call ends, the next queued step starts in its slot at once, without a
+  round trip, and the commit that moves the finished step out of RUNNING hands its slot to
+  the one that took its place (``take_over_slots``). So the database's count of slots held
+  is never below the calls really in flight, and a slot is held only by a step that runs or
+  has just finished (worker.py, ``SlotGate``).
 * **Fence** (``fence``, the one place the rule is written): a result is committed only where
   the row still carries the worker's token and is RUNNING — those rows are locked first,
   then moved; anything else is a stale worker's late result and is discarded (and noted).
@@ -33,6 +42,11 @@ from executions.models import StepStatus
 
 S = StepStatus
 
+# How many steps a drain queues for a destination per slot it holds (see "Slots" above): a
+# drain refills its queue once per turn (a commit and a claim, tens of milliseconds), so the
+# queue must outlast a turn even when calls are short.
+QUEUE_DEPTH = 2
+
 # A step that must be claimed alone (see Isolation above).
 SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"
 
@@ -46,55 +60,111 @@ CLAIM_FREE = f"""
     FOR UPDATE SKIP LOCKED
 """  # noqa: S608 - constant SQL
 
-# Step 1 of a destination claim: lock the destinations that have due work, in id order.
+# Step 1 of a destination claim: lock the destinations that have due work (or steps in this
+# worker's queue, which may take a free slot), in id order.
 # SKIP LOCKED: a destination locked by another claimer is being served by it right now.
 LOCK_DESTINATIONS = """
     SELECT d.id FROM executions_destination d
     WHERE EXISTS (SELECT 1 FROM executions_step s
                   WHERE s.destination_id = d.id AND s.status = 'READY' AND s.due_at <= now())
+       OR EXISTS (SELECT 1 FROM executions_step s
+                  WHERE s.destination_id = d.id AND s.status = 'RUNNING' AND NOT s.holds_slot
+                    AND s.leased_by = %(worker)s)
     ORDER BY d.id
     FOR UPDATE OF d SKIP LOCKED
 """
 
 # Step 2, a new statement so its snapshot sees every claim committed before our locks:
-# free slots per destination = limit - RUNNING, at most this worker's fair share of the limit
-# (limit / live drains, less what it runs already: otherwise the drain that commits first
-# takes every freed slot again and the others, and their database connections, stay idle),
-# and the token bucket for the request rate. Live drains hold a drain slot, an advisory lock
-# of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
+# free slots per destination = limit - slots held, at most this worker's fair share of the
+# limit (limit / live drains, less the slots it holds already: otherwise the drain that
+# commits first takes every freed slot again and the others, and their database connections,
+# stay idle), and the token bucket for the request rate. Live drains hold a drain slot, an
+# advisory lock of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
+# ``queue``: how many steps more to claim without a slot (see "Slots" above): enough that
+# this worker's queue matches the slots it will hold; none for a rate-limited destination
+# or an unlimited one (which has no slots to wait for).
 DESTINATION_BUDGETS = """
     WITH drains AS (
         SELECT greatest(1, count(*)) AS n FROM pg_locks
         WHERE locktype = 'advisory' AND classid = %(drain_class)s AND granted
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-    SELECT d.id,
-           greatest(0, least(
+    SELECT d.id, free.n AS free,
+           d.rate_per_second IS NOT NULL AS rated, mine.queued,
+           CASE WHEN NOT %(queue)s OR d.rate_per_second IS NOT NULL OR d.concurrency_limit IS NULL THEN 0
+                ELSE greatest(0, least(%(depth)s * (mine.held + free.n) - mine.queued, %(limit)s)) END AS queue
+    FROM executions_destination d
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE r.holds_slot) AS held, count(*) FILTER (WHERE NOT r.holds_slot) AS queued
+        FROM executions_step r
+        WHERE r.destination_id = d.id AND r.status = 'RUNNING' AND r.leased_by = %(worker)s) mine
+    CROSS JOIN LATERAL (
+        SELECT greatest(0, least(
                -- least() skips NULLs: an unlimited destination falls through to coalesce.
                coalesce(least(d.concurrency_limit - (SELECT count(*) FROM executions_step r
-                                                     WHERE r.destination_id = d.id AND r.status = 'RUNNING'),
-                              ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int
-                              - (SELECT count(*) FROM executions_step r
-                                 WHERE r.destination_id = d.id AND r.status = 'RUNNING'
-                                   AND r.leased_by = %(worker)s)),
+                                                     WHERE r.destination_id = d.id AND r.status = 'RUNNING'
+                                                       AND r.holds_slot),
+                              ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int - mine.held),
                         %(limit)s),
                -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
                CASE WHEN d.rate_per_second IS NULL THEN %(limit)s
                     ELSE floor(least(greatest(d.rate_per_second, 1),
                                      d.rate_tokens + d.rate_per_second
                                          * extract(epoch FROM now() - d.rate_updated_at)))::int END,
-               %(limit)s)) AS free
-    FROM executions_destination d WHERE d.id = ANY(%(ids)s)
+               %(limit)s)) AS n) free
+    WHERE d.id = ANY(%(ids)s)
 """
 
+# Per destination the first ``free`` candidates (in due order) take a slot, the next
+# ``queue`` wait for one; slot holders first under the overall limit.
 CLAIM_DESTINATION = f"""
-    SELECT s.id, s.suspect FROM unnest(%(dest_ids)s::bigint[], %(dest_free)s::int[]) AS b(id, free),
-    LATERAL (SELECT id, due_at, {SUSPECT} AS suspect FROM executions_step
-             WHERE destination_id = b.id AND status = 'READY' AND due_at <= now()
-             ORDER BY due_at LIMIT b.free
-             FOR UPDATE SKIP LOCKED) s
-    ORDER BY s.due_at
+    SELECT s.id, s.suspect, s.rank <= b.free AS holds
+    FROM unnest(%(dest_ids)s::bigint[], %(dest_free)s::int[], %(dest_queue)s::int[]) AS b(id, free, queue),
+    LATERAL (SELECT c.*, row_number() OVER (ORDER BY c.due_at, c.id) AS rank
+             FROM (SELECT id, due_at, {SUSPECT} AS suspect FROM executions_step
+                   WHERE destination_id = b.id AND status = 'READY' AND due_at <= now()
+                   ORDER BY due_at LIMIT b.free + b.queue
+                   FOR UPDATE SKIP LOCKED) c) s
+    ORDER BY s.rank <= b.free DESC, s.due_at
     LIMIT %(limit)s
 """  # noqa: S608 - constant SQL
+
+# Free slots that no READY step took go to steps already in this worker's queue (the limit
+# was raised, or another worker gave slots up after the READY steps ran out): otherwise they
+# would wait for this worker's few slots while others sit idle.
+PROMOTE_QUEUED = """
+    UPDATE executions_step s SET holds_slot = true
+    FROM unnest(%(dest_ids)s::bigint[], %(dest_free)s::int[]) AS b(id, free),
+    LATERAL (SELECT q.id FROM executions_step q
+             WHERE q.destination_id = b.id AND q.status = 'RUNNING' AND NOT q.holds_slot
+               AND q.leased_by = %(worker)s
+             ORDER BY q.id LIMIT b.free) p
+    WHERE s.id = p.id
+    RETURNING s.id, s.destination_id
+"""
+
+# A drain's queued steps that started in the slots of steps it is committing now take those
+# slots over, in the same transaction (fenced: a step no longer ours takes nothing) — but
+# never above the destination's limit, which may have been lowered meanwhile: that limit
+# then takes effect as calls end. (A take-over never raises the count of slots held, so a
+# concurrent claim, which counts the committing steps as holders, cannot overshoot with it.)
+TAKE_OVER_SLOTS = """
+    WITH taker AS (
+        SELECT s.id, s.destination_id,
+               row_number() OVER (PARTITION BY s.destination_id ORDER BY l.n) AS n
+        FROM executions_step s
+        JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) WITH ORDINALITY AS l(id, token, n) ON s.id = l.id
+        WHERE s.lease_token = l.token AND s.status = 'RUNNING' AND NOT s.holds_slot
+    ), room AS (
+        SELECT d.id, d.concurrency_limit - (SELECT count(*) FROM executions_step r
+                                            WHERE r.destination_id = d.id AND r.status = 'RUNNING'
+                                              AND r.holds_slot) AS n
+        FROM executions_destination d WHERE d.id IN (SELECT destination_id FROM taker)
+    )
+    UPDATE executions_step s SET holds_slot = true
+    FROM taker JOIN room ON room.id = taker.destination_id
+    WHERE s.id = taker.id AND (room.n IS NULL OR taker.n <= room.n)
+    RETURNING s.id
+"""
 
 # Spend the tokens of the claimed requests (rows are still locked by this transaction).
 SPEND_RATE_TOKENS = """
@@ -154,6 +224,7 @@ class ClaimedStep:
     destination_id: int | None
     claimed_at: datetime
     lease_expiries: int = 0
+    holds_slot: bool = True  # False: claimed into its drain's queue, waiting for a slot
 
     @property
     def lease(self) -> Lease:
@@ -180,28 +251,35 @@ def _take(cursor: Any, candidates_sql: str, params: dict[str, Any], alone: bool)
     return [step_id for step_id, _ in rows], False
 
 
-def _claim(cursor: Any, step_ids: list[int]) -> list[ClaimedStep]:
+def _claim(cursor: Any, step_ids: list[int], queued: list[int] | None = None) -> list[ClaimedStep]:
+    """Claim the steps; those in ``queued`` without a slot (see "Slots" above)."""
     if not step_ids:
         return []
-    moved = state.claim_steps(cursor, step_ids, lease_seconds=lease_seconds(), worker=worker_label())
+    moved = state.claim_steps(cursor, step_ids, lease_seconds=lease_seconds(), worker=worker_label(),
+                              queued=queued or [])
+    order = {step_id: position for position, step_id in enumerate(step_ids)}
+    moved.sort(key=lambda row: order[row["id"]])  # the candidates' order: slot holders, then oldest due first
     return [
         ClaimedStep(
             step_id=row["id"], execution_id=row["execution_id"], vertex=row["vertex"],
             prev_vertex=row["prev_vertex"], attempt=row["attempt"], max_attempts=row["max_attempts"],
             lease_token=row["lease_token"], state=payloads.decode(row["state"]) or {},
             destination_id=row["destination_id"],
-            claimed_at=row["claimed_at"], lease_expiries=row["lease_expiries"],
+            claimed_at=row["claimed_at"], lease_expiries=row["lease_expiries"], holds_slot=row["holds_slot"],
         )
         for row in moved
     ]
 
 
 def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int | None = None,
-          plain_limit: int | None = None) -> list[ClaimedStep]:
+          plain_limit: int | None = None, queue: bool = False,
+          promoted: set[int] | None = None) -> list[ClaimedStep]:
     """Claim up to ``limit`` due steps (call inside a transaction): at most ``plain_limit``
     steps that call no destination and at most ``destination_limit`` that do (both default to
-    ``limit``). A caller passes as ``destination_limit`` the number of destination steps it
-    can *start now*, so it never holds a slot for a step waiting in its queue (S11).
+    ``limit``). A destination step claimed into a free slot holds it (S11); with ``queue``
+    (a drain that starts queued steps as its calls end, worker.SlotGate) more are claimed
+    without a slot, to wait for one (see "Slots" above), and free slots no READY step took go
+    to the caller's queued steps: their ids are added to ``promoted``.
 
     Fairness: when both kinds are due, neither starves the other. Plain steps get the first
     half of the room (at least one), destination steps the rest (their slots bound them
@@ -217,19 +295,22 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     claimed: list[ClaimedStep] = []
     bound = 0
     more_bound = True  # False once a destination pass took less than its room: nothing more is free
+    more_plain = True  # likewise for plain steps: nothing more is due
     # Plain steps are looked at first (their half of the room), so a suspect among them stops
     # a busy drain before it takes anything (see Isolation above); then destination steps,
     # then plain steps again with what is left.
     passes = (("plain", min(plain_room, max(1, limit // 2))), ("bound", bound_room), ("plain", plain_room))
     for kind, room in passes:
         room = min(room - (bound if kind == "bound" else len(claimed) - bound), limit - len(claimed))
-        if room <= 0 or (kind == "bound" and not more_bound):
+        if room <= 0 or not (more_bound if kind == "bound" else more_plain):
             continue
         if kind == "plain":
             step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": room}, alone and not claimed)
             taken = _claim(cursor, step_ids)
+            more_plain = len(step_ids) == room
         else:
-            taken, waiting = _claim_destinations(cursor, room, alone=alone and not claimed)
+            taken, waiting = _claim_destinations(cursor, room, alone=alone and not claimed, queue=queue,
+                                                 promoted=promoted)
             bound += len(taken)
             more_bound = len(taken) == room
         claimed += taken
@@ -238,33 +319,72 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     return claimed
 
 
-def _claim_destinations(cursor: Any, limit: int, *, alone: bool) -> tuple[list[ClaimedStep], bool]:
+def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
+                        promoted: set[int] | None) -> tuple[list[ClaimedStep], bool]:
     """Up to ``limit`` destination steps within their destinations' free slots and rate
-    tokens; and whether a suspect among the candidates waits for a drain with nothing in flight."""
-    cursor.execute(LOCK_DESTINATIONS)
+    tokens (and with ``queue``, more to wait for a slot; free slots left over go to steps in
+    the caller's queue, added to ``promoted``); and whether a suspect among the candidates
+    waits for a drain with nothing in flight."""
+    worker = worker_label()
+    cursor.execute(LOCK_DESTINATIONS, {"worker": worker})
     locked = [row[0] for row in cursor.fetchall()]
     if not locked:
         return [], False
-    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker_label(),
-                                         "drain_class": kick.ADVISORY_CLASS})
-    budgets = [(dest_id, free) for dest_id, free in cursor.fetchall() if free > 0]
+    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker,
+                                         "drain_class": kick.ADVISORY_CLASS, "queue": queue, "depth": QUEUE_DEPTH})
+    every = [list(row) for row in cursor.fetchall()]  # id, free, rated, queued (ours), queue
+    budgets = [b for b in every if b[1] + b[4] > 0]
     if not budgets:
         return [], False
-    step_ids, waiting = _take(cursor, CLAIM_DESTINATION, {
-        "dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets], "limit": limit,
-    }, alone)
-    claimed = _claim(cursor, step_ids)
+    rated = {b[0] for b in budgets if b[2]}
+    cursor.execute(CLAIM_DESTINATION, {"dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets],
+                                       "dest_queue": [b[4] for b in budgets], "limit": limit})
+    rows = cursor.fetchall()
+    suspects = [step_id for step_id, suspect, _ in rows if suspect]
+    if suspects:  # a suspect runs alone, in a slot of its own (see Isolation above)
+        step_ids, queued, waiting = (suspects[:1] if alone else []), [], not alone
+    else:
+        step_ids, waiting = [step_id for step_id, _, _ in rows], False
+        queued = [step_id for step_id, _, holds in rows if not holds]
+    claimed = _claim(cursor, step_ids, queued)
+    _promote(cursor, every, claimed, worker, promoted)
     counts: dict[int, int] = {}
     for step in claimed:
-        if step.destination_id is not None:
-            counts[step.destination_id] = counts.get(step.destination_id, 0) + 1
+        if (destination := step.destination_id) is not None and destination in rated:
+            counts[destination] = counts.get(destination, 0) + 1
     if counts:
         cursor.execute(SPEND_RATE_TOKENS, {"ids": list(counts), "claimed": list(counts.values())})
     return claimed, waiting
 
 
+def _promote(cursor: Any, budgets: list[list[Any]], claimed: list[ClaimedStep], worker: str,
+             promoted: set[int] | None) -> None:
+    """Free slots that no READY step took go to steps in the caller's queue (PROMOTE_QUEUED)."""
+    taken: dict[int, int] = {}
+    for step in claimed:
+        if step.holds_slot and step.destination_id is not None:
+            taken[step.destination_id] = taken.get(step.destination_id, 0) + 1
+    left = [(b[0], min(b[1] - taken.get(b[0], 0), b[3])) for b in budgets]
+    left = [(destination, n) for destination, n in left if n > 0]
+    if not left:
+        return
+    cursor.execute(PROMOTE_QUEUED, {"dest_ids": [d for d, _ in left], "dest_free": [n for _, n in left],
+                                    "worker": worker})
+    if promoted is not None:
+        promoted.update(row[0] for row in cursor.fetchall())
+
+
 def _lease_params(leases_: list[Lease]) -> dict[str, Any]:
     return {"ids": [lease.step_id for lease in leases_], "tokens": [lease.token for lease in leases_]}
+
+
+def take_over_slots(cursor: Any, leases_: list[Lease]) -> set[int]:
+    """Queued steps that started in the slots of the steps being committed in this
+    transaction take those slots (see "Slots" above); returns the ids that did."""
+    if not leases_:
+        return set()
+    cursor.execute(TAKE_OVER_SLOTS, _lease_params(leases_))
+    return {row[0] for row in cursor.fetchall()}
 
 
 def fence(cursor: Any, leases_: list[Lease]) -> set[int]:

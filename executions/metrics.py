@@ -243,10 +243,11 @@ RUNNING = """
 """
 DESTINATIONS = """
     SELECT d.name, w.slug,
-           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'),
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
+                AND s.holds_slot),
            (SELECT count(*) FROM executions_step s
-            WHERE s.destination_id = d.id AND s.destination_id IS NOT NULL AND s.status = 'READY'
-              AND s.due_at <= now()),
+            WHERE s.destination_id = d.id AND s.destination_id IS NOT NULL
+              AND ((s.status = 'READY' AND s.due_at <= now()) OR (s.status = 'RUNNING' AND NOT s.holds_slot))),
            d.concurrency_limit
     FROM executions_destination d JOIN workflows_workspace w ON w.id = d.workspace_id
     ORDER BY w.slug, d.name
@@ -281,9 +282,10 @@ class DatabaseCollector(Collector):
                      float(oldest or 0.0))
         yield _gauge("steps_running", "Steps claimed and running (leased).", running)
         yield _gauge("leases_overdue", "Running steps whose lease has expired and awaits the reaper.", overdue)
-        in_flight = _gauge("destination_in_flight", "Calls to a destination in flight (its RUNNING steps).",
+        in_flight = _gauge("destination_in_flight", "Slots of a destination in use (its RUNNING steps that hold one).",
                            None, ["workspace", "destination"])
-        waiting = _gauge("destination_waiting", "Steps due for a destination and waiting for a free slot.",
+        waiting = _gauge("destination_waiting",
+                         "Steps due for a destination waiting for a slot (READY, or queued in a worker).",
                          None, ["workspace", "destination"])
         limit = _gauge("destination_concurrency_limit", "A destination's concurrency limit (absent: unlimited).",
                        None, ["workspace", "destination"])

@@ -194,6 +194,9 @@ class Step(models.Model):
     # "host:pid" of the worker process holding the lease (for operators and fault tests).
     leased_by = models.CharField(max_length=100, blank=True, db_default="")
     lease_expiries = models.PositiveIntegerField(default=0)
+    # A RUNNING destination-bound step either holds one of its destination's slots (S11) or
+    # waits in its drain's queue for one (leases.py, "Slots"); only holders count as in flight.
+    holds_slot = models.BooleanField(db_default=True)
     # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
     state = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")

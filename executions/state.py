@@ -384,17 +384,21 @@ _OPEN_STEPS_OF = """
 """
 
 
-def claim_steps(cursor: Any, step_ids: Sequence[int], *, lease_seconds: float, worker: str) -> list[dict[str, Any]]:
-    """READY → RUNNING with a fresh lease (token, expiry in database time, holder)."""
+def claim_steps(cursor: Any, step_ids: Sequence[int], *, lease_seconds: float, worker: str,
+                queued: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """READY → RUNNING with a fresh lease (token, expiry in database time, holder); the
+    destination steps in ``queued`` without a slot (leases.py, "Slots")."""
     source = _ids(step_ids)
     return _move_steps(
-        cursor, S.RUNNING, _Source(source.sql, {**source.params, "lease": lease_seconds, "worker": worker}),
+        cursor, S.RUNNING, _Source(source.sql, {**source.params, "lease": lease_seconds, "worker": worker,
+                                                "queued": list(queued)}),
         from_=[S.READY], skip_locked=True,
         sets={"lease_token": "gen_random_uuid()",
               "lease_expires_at": "now() + make_interval(secs => %(lease)s)",
-              "leased_by": "%(worker)s"},
+              "leased_by": "%(worker)s",
+              "holds_slot": "s.id <> ALL(%(queued)s::bigint[])"},
         returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
-                   "now() AS claimed_at", "s.lease_expiries"),
+                   "now() AS claimed_at", "s.lease_expiries", "s.holds_slot"),
     )
 
 

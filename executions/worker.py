@@ -25,7 +25,10 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, InvalidStateError, wait
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +86,8 @@ SHUTDOWN_GRACE = 3.0  # seconds in-flight steps get to finish when the cluster s
 SHOW_RUNNING_AFTER = 0.5  # seconds a step runs before its execution is shown RUNNING
 IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluster, reaping)
 CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
+COMMIT_LINGER = 0.02  # seconds a commit waits for more steps to finish while others run
+COMMIT_BATCH = 64  # ... unless this many have finished already
 HELP_RETRY = 1.0  # seconds before a drain with a backlog asks again for help that was refused
 
 
@@ -94,11 +99,88 @@ class InFlight:
     lost: bool = False  # its lease was taken over: not started yet, it never will
     shown_running: bool = False  # its execution was marked RUNNING while it ran
     on_loop: bool = False  # runs on the drain's event loop (a timed-out one is cancelled)
+    holds_slot: bool = True  # its row holds a destination slot (False: claimed into the queue)
+    gate: SlotGate | None = None  # its destination's slots in this drain (a destination-bound step)
+    admitted: float = 0.0  # monotonic time its gate gave it a slot to run in (0: still queued)
 
     @property
     def bound(self) -> bool:
-        """It holds a destination slot (S11)."""
+        """It calls a destination (S11): it runs in one of its drain's slots there."""
         return self.run.claimed.destination_id is not None
+
+
+class SlotGate:
+    """The slots one drain holds at one destination (S11), and the steps queued for them.
+
+    ``slots`` is how many of the drain's RUNNING steps there hold a slot in the database;
+    ``active`` how many calls really run. A queued step starts as soon as ``active < slots``
+    (and the drain's leases are known to be valid: a drain whose heartbeat is late starts
+    nothing, since its slots may have been reaped). A call that ends starts the next queued
+    step at once, on whatever thread it ended on, in the slot its own step still holds until
+    the drain commits it; that commit hands the slot to the step that took its place
+    (leases.take_over_slots), so the database never counts fewer slots than calls run.
+    Thread-safe: calls end on the event loop or on step threads; the drain's thread claims,
+    commits and renews."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.slots = 0
+        self.active = 0
+        self.queue: deque[Callable[[], None]] = deque()
+        self.valid_until = 0.0  # monotonic time after which nothing starts until a renewal
+
+    def submit(self, start: Callable[[], None], *, holds_slot: bool) -> None:
+        """Queue a claimed step's start (a step claimed into a free slot brings the slot)."""
+        with self.lock:
+            self.slots += holds_slot
+            self.queue.append(start)
+            ready = self._ready()
+        self._run(ready)
+
+    def release(self) -> None:
+        """A call ended: its slot goes to the next queued step, if any."""
+        with self.lock:
+            self.active -= 1
+            ready = self._ready()
+        self._run(ready)
+
+    def resize(self, delta: int) -> None:
+        """Slots taken over (+) or given up (-) in the database."""
+        with self.lock:
+            self.slots += delta
+            ready = self._ready()
+        self._run(ready)
+
+    def renewed(self, valid_until: float) -> None:
+        with self.lock:
+            self.valid_until = max(self.valid_until, valid_until)
+            ready = self._ready()
+        self._run(ready)
+
+    def _ready(self) -> list[Callable[[], None]]:
+        ready: list[Callable[[], None]] = []
+        if self.queue and time.monotonic() < self.valid_until:
+            while self.queue and self.active < self.slots:
+                self.active += 1
+                ready.append(self.queue.popleft())
+        return ready
+
+    @staticmethod
+    def _run(ready: list[Callable[[], None]]) -> None:
+        for start in ready:
+            start()
+
+
+def _settle(future: Future[Any], fn: Callable[[], Any]) -> None:
+    """Set ``future`` from ``fn()`` (its result or its exception) unless it was cancelled."""
+    try:
+        result = fn()
+    except BaseException as error:  # handed to whoever waits on the future
+        with suppress(InvalidStateError):
+            future.set_exception(error)
+    else:
+        with suppress(InvalidStateError):
+            future.set_result(result)
 
 
 class StepLoop:
@@ -137,26 +219,6 @@ class StepLoop:
         self.thread.join(timeout=5)
         if not self.thread.is_alive():
             self.loop.close()
-
-
-def start_thread(fn: Any, *args: Any) -> Future[Any]:
-    """Run ``fn(*args)`` on a daemon thread of its own, now: a destination-bound step that must
-    run on a thread (a plain TASK handler with a destination) holds a slot, so it never waits
-    in the pool's queue. Its slots bound how many such threads there are."""
-    future: Future[Any] = Future()
-
-    def work() -> None:
-        try:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as error:
-                    future.set_exception(error)
-        finally:
-            db.connections.close_all()  # this thread's own connection goes with it
-
-    threading.Thread(target=work, name="sb-step-bound", daemon=True).start()
-    return future
 
 
 class StepPool:
@@ -232,9 +294,12 @@ class Drain:
         self.pool: StepPool | InlineExecutor = StepPool(threads) if threads > 0 else InlineExecutor()
         self.step_loop: StepLoop | None = None  # started with the first step that needs it
         self.bound_retry_at = 0.0  # monotonic time before which no destination step is claimed
-        # Destination-bound steps in flight at most: each starts when claimed (leases.claim,
-        # destination_limit), so this drain never holds a slot it does not use.
+        self.bound_claimed_at = 0.0  # monotonic time of the last claim that looked for destination steps
+        # Destination-bound steps in flight at most, running or queued for one of this
+        # drain's slots (SlotGate; a drain with threads claims a queue as deep as its slots).
         self.bound_cap = int(conf["DESTINATION_IN_FLIGHT"]) if threads > 0 else self.batch
+        self.queue_ahead = threads > 0
+        self.gates: dict[int, SlotGate] = {}  # by destination id
         self.in_flight: dict[Future[Outcome], InFlight] = {}
         self.listener: psycopg.Connection[Any] | None = None
         self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
@@ -347,7 +412,8 @@ class Drain:
 
     def _claim_and_submit(self) -> int:
         """Claim what this drain can run: plain steps up to its batch (they may queue for a
-        thread), destination-bound steps only as many as it starts now (S11)."""
+        thread); destination-bound steps into its slots and the queue behind them (S11,
+        SlotGate)."""
         bound = sum(entry.bound for entry in self.in_flight.values())
         plain_room = self.batch - (len(self.in_flight) - bound)
         if plain_room < max(1, self.batch // 4):
@@ -355,19 +421,26 @@ class Drain:
         # After a claim that found no destination step claimable, look again only once this
         # drain has freed a slot itself (a commit) or after CLAIM_RETRY: a plain-only load
         # then pays no destination statements on every turn.
-        bound_room = max(0, self.bound_cap - bound) if time.monotonic() >= self.bound_retry_at else 0
+        bound_room = max(0, self.bound_cap - bound) if self._bound_claim_due() else 0
         room = plain_room + bound_room
         if room <= 0:
             return 0
         if any(entry.run.claimed.suspect for entry in self.in_flight.values()):
             return 0  # a step that may kill its worker runs alone (leases.py, "Isolation")
+        asked_at = time.monotonic()
+        promoted: set[int] = set()
         with metrics.timed(metrics.CLAIM_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             claimed = leases.claim(cursor, room, alone=not self.in_flight, plain_limit=plain_room,
-                                   destination_limit=bound_room)
+                                   destination_limit=bound_room, queue=self.queue_ahead, promoted=promoted)
             runs = engine.load_runs(cursor, claimed)
+        if promoted:  # queued steps of ours that took free slots
+            for entry in self.in_flight.values():
+                if entry.run.step_id in promoted and entry.gate is not None and not entry.holds_slot:
+                    entry.holds_slot = True
+                    entry.gate.resize(1)
         metrics.steps_claimed(runs)
         for run in runs:
-            self._start(InFlight(run))
+            self._start(InFlight(run, holds_slot=run.claimed.holds_slot), asked_at)
         if bound_room and not any(run.claimed.destination_id is not None for run in runs):
             self.bound_retry_at = time.monotonic() + CLAIM_RETRY
         if len(runs) > 1 and not self.helped and time.monotonic() >= self.help_retry_at:
@@ -380,22 +453,78 @@ class Drain:
             self.help_retry_at = time.monotonic() + HELP_RETRY
         return len(runs)
 
-    def _start(self, entry: InFlight) -> None:
+    def _bound_claim_due(self) -> bool:
+        """Claim destination steps now? Not while every destination this drain serves has a
+        queue of at least one step per slot — it will not run dry before the next turn — but
+        still every CLAIM_RETRY, for free slots and other destinations."""
+        now = time.monotonic()
+        if now < self.bound_retry_at:
+            return False
+        if self.gates and all(len(gate.queue) >= gate.slots * leases.QUEUE_DEPTH / 2 > 0
+                              for gate in self.gates.values()) and now - self.bound_claimed_at < CLAIM_RETRY:
+            return False
+        self.bound_claimed_at = now
+        return True
+
+    def _start(self, entry: InFlight, claimed_at: float) -> None:
         """Hand a claimed step to where it runs: the event loop, a thread of its own (a
-        destination-bound step that blocks), or the thread pool."""
+        destination-bound step that blocks), or the thread pool. A destination-bound step
+        goes through its destination's SlotGate: it starts when one of this drain's slots
+        there is free."""
         future: Future[Outcome]
+        async_ = engine.runs_async(entry.run) and not isinstance(self.pool, InlineExecutor)
+        if async_ and self.step_loop is None:
+            self.step_loop = StepLoop()
+        entry.on_loop = async_
         if isinstance(self.pool, InlineExecutor):
             future = self.pool.submit(self._execute, entry)
-        elif engine.runs_async(entry.run):
-            if self.step_loop is None:
-                self.step_loop = StepLoop()
-            entry.on_loop = True
-            future = self.step_loop.submit(self._execute_async(entry))
-        elif entry.bound:
-            future = start_thread(self._execute, entry)
+        elif (destination := entry.run.claimed.destination_id) is not None:
+            gate = self.gates.get(destination)
+            if gate is None:
+                gate = self.gates[destination] = SlotGate()
+            entry.gate = gate
+            future = self._start_gated(entry, gate, claimed_at)
+        elif async_:
+            future = self.step_loop.submit(self._execute_async(entry))  # type: ignore[union-attr]
         else:
             future = self.pool.submit(self._execute, entry)
         self.in_flight[future] = entry
+
+    def _start_gated(self, entry: InFlight, gate: SlotGate, claimed_at: float) -> Future[Outcome]:
+        # Fresh leases: valid for two thirds of their length (the heartbeat renews at one third).
+        gate.renewed(claimed_at + leases.lease_seconds() * 2 / 3)
+        future: Future[Outcome] = Future()
+
+        if entry.on_loop and (loop := self.step_loop) is not None:
+            async def call() -> Outcome:
+                try:
+                    return await self._execute_async(entry)
+                finally:
+                    gate.release()
+
+            def start() -> None:
+                entry.admitted = time.monotonic()
+                if future.cancelled():  # timed out or shut down while queued
+                    gate.release()
+                    return
+                inner = loop.submit(call())
+                inner.add_done_callback(lambda done: _settle(future, done.result))
+                future.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
+        else:
+            def work() -> None:
+                try:
+                    if not future.cancelled():
+                        _settle(future, lambda: self._execute(entry))
+                finally:
+                    gate.release()
+                    db.connections.close_all()  # this thread's own connection goes with it
+
+            def start() -> None:
+                entry.admitted = time.monotonic()
+                threading.Thread(target=work, name="sb-step-bound", daemon=True).start()
+
+        gate.submit(start, holds_slot=entry.holds_slot)
+        return future
 
     def _execute(self, entry: InFlight) -> Outcome:
         if entry.lost:
@@ -428,28 +557,58 @@ class Drain:
         if not self.in_flight:
             return 0
         timeout = 0.05 if block else 0.0
-        done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+        done, running = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+        if done and running and len(done) < COMMIT_BATCH and self.queue_ahead:
+            # Others are about to finish: let them join this commit (a commit costs the same
+            # round trips for one result or fifty). Slots are not kept idle meanwhile: a
+            # queued step runs in the slot of a finished one before its commit (SlotGate).
+            wait(running, timeout=COMMIT_LINGER, return_when=ALL_COMPLETED)
+            done = {future for future in self.in_flight if future.done()}
         results: list[tuple[StepRun, Outcome]] = []
+        finished: list[InFlight] = []  # leaving this drain: their rows leave RUNNING or are not ours
         for future in done:
             entry = self.in_flight.pop(future)
+            finished.append(entry)
             try:
                 results.append((entry.run, future.result()))
             except LeaseLost as error:
                 log.warning("%s; its result is discarded", error)
-        results += self._expire_timeouts()
+        results += self._expire_timeouts(finished)
         if any(run.claimed.destination_id is not None for run, _ in results):
             self.bound_retry_at = 0.0  # a slot of ours frees with this commit: claim again at once
         if results:
-            self._commit(results)
+            self._commit(results, self._hand_over(finished))
         return len(results)
 
-    def _expire_timeouts(self) -> list[tuple[StepRun, Outcome]]:
+    def _hand_over(self, finished: list[InFlight]) -> list[InFlight]:
+        """The slots of the destination steps about to be committed: each goes to a queued
+        step that already started in it (SlotGate), or is given up now — before the commit,
+        so this drain never counts a slot the database no longer does. Returns the steps
+        that take a slot over in the commit (leases.take_over_slots)."""
+        freed: dict[SlotGate, int] = {}
+        for entry in finished:
+            if entry.gate is not None and entry.holds_slot:
+                freed[entry.gate] = freed.get(entry.gate, 0) + 1
+        if not freed:
+            return []
+        takers: list[InFlight] = []
+        # In a slot since its gate admitted it (its task may not have begun yet).
+        started = sorted((e for e in self.in_flight.values() if e.admitted and not e.holds_slot and e.gate in freed),
+                         key=lambda e: e.admitted)
+        for gate, count in freed.items():
+            takers += [e for e in started if e.gate is gate][:count]
+            gate.resize(-count)
+        return takers
+
+    def _expire_timeouts(self, finished: list[InFlight]) -> list[tuple[StepRun, Outcome]]:
+        """Fail the steps past their ``timeoutSeconds`` (added to ``finished``)."""
         now = time.monotonic()
         expired = [(future, entry) for future, entry in self.in_flight.items()
                    if entry.deadline is not None and now > entry.deadline]
         results = []
         for future, entry in expired:
             del self.in_flight[future]  # a thread runs on, its late result dropped; the loop's is cancelled
+            finished.append(entry)
             if entry.on_loop:
                 future.cancel()
             seconds = now - entry.started
@@ -457,7 +616,7 @@ class Drain:
                                               f"{entry.run.vertex.timeout_seconds:g})")))  # type: ignore[attr-defined]
         return results
 
-    def _commit(self, results: list[tuple[StepRun, Outcome]]) -> None:
+    def _commit(self, results: list[tuple[StepRun, Outcome]], takers: list[InFlight] | None = None) -> None:
         """Commit finished steps in one transaction. What happens to them on an error:
 
         * a deadlock or serialization failure: nothing was written; tried again at once;
@@ -467,21 +626,42 @@ class Drain:
           the batch is split until that result is alone, every other result is committed,
           and its step fails with the reason.
         """
+        takers = takers or []
         try:
-            self._commit_or_wait(results)
+            taken = self._commit_or_wait(results, [e.run.claimed.lease for e in takers])
         except DatabaseError as error:
             if connection_lost(error):
                 raise
             self._commit_apart(results, error)
+            taken = self._take_over_apart(takers)
+        self._took_over([e for e in takers if e.run.step_id in taken])
         self.steps_done += len(results)
 
-    def _commit_or_wait(self, results: list[tuple[StepRun, Outcome]]) -> None:
+    def _took_over(self, takers: list[InFlight]) -> None:
+        for entry in takers:
+            entry.holds_slot = True
+            if entry.gate is not None:
+                entry.gate.resize(1)
+
+    def _take_over_apart(self, takers: list[InFlight]) -> set[int]:
+        """After a commit split apart (a refused result): the slot take-over on its own."""
+        if not takers:
+            return set()
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                return leases.take_over_slots(cursor, [e.run.claimed.lease for e in takers])
+        except DatabaseError:
+            log.warning("could not hand %s slots over; their queued steps run on in them", len(takers))
+            return set()
+
+    def _commit_or_wait(self, results: list[tuple[StepRun, Outcome]],
+                        takers: list[leases.Lease] | None = None) -> set[int]:
+        """Commit (see ``_commit``); returns the ids of ``takers`` that took a slot over."""
         give_up_at = time.monotonic() + leases.lease_seconds() / 2
         pause = 0.1
         while True:
             try:
-                transient.retrying(lambda: self._commit_once(results))
-                return
+                return transient.retrying(lambda: self._commit_once(results, takers or []))
             except DatabaseError as error:
                 if not connection_lost(error) or time.monotonic() > give_up_at:
                     raise
@@ -492,9 +672,10 @@ class Drain:
                 pause = min(pause * 2, 2.0)
 
     @staticmethod
-    def _commit_once(results: list[tuple[StepRun, Outcome]]) -> None:
+    def _commit_once(results: list[tuple[StepRun, Outcome]], takers: list[leases.Lease] | None = None) -> set[int]:
         # The call log of steps that ran on the loop (which has no database) goes into the
-        # same transaction as their results; the fan-out counters come last, so their row —
+        # same transaction as their results, and so does the hand-over of their slots to the
+        # queued steps that started in them; the fan-out counters come last, so their row —
         # the one every worker's commit of a fan-out's children updates — is locked only from
         # that update to COMMIT (state.fanout_counts_last).
         calls = [row for run, _ in results for row in run.extra.get("calls", ())]
@@ -502,6 +683,7 @@ class Drain:
                 state.fanout_counts_last(cursor):
             engine.commit(cursor, results)
             destinations.record_calls(calls, cursor=cursor)
+            return leases.take_over_slots(cursor, takers or [])
 
     def _commit_apart(self, results: list[tuple[StepRun, Outcome]], error: DatabaseError) -> None:
         if len(results) == 1:
@@ -536,12 +718,17 @@ class Drain:
             running = [e.run.claimed.lease for e in self.in_flight.values()]
             with connection.cursor() as cursor:
                 kept = leases.heartbeat(cursor, running)
+            for gate in self.gates.values():
+                gate.renewed(now + leases.lease_seconds() * 2 / 3)
             # Not RUNNING with our token any more, yet neither finished here nor moved on by
             # its own vertex (a MERGE or CHAIN commits itself): another worker has it.
             lost = [(future, entry) for future, entry in self.in_flight.items()
                     if entry.run.step_id not in kept and not future.done() and not entry.run.finished_itself]
             if lost:
                 self._fence_off(lost)
+        # A destination this drain holds nothing at any more: forget its gate (an entry still
+        # pointing at it holds no slot there).
+        self.gates = {d: g for d, g in self.gates.items() if g.slots > 0 or g.active or g.queue}
         if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
             self.last_reap = now
             engine.reap()
@@ -567,6 +754,8 @@ class Drain:
         for future, entry in lost:
             entry.lost = True
             del self.in_flight[future]
+            if entry.gate is not None and entry.holds_slot:
+                entry.gate.resize(-1)  # its slot went with its lease
         with transaction.atomic(), connection.cursor() as cursor:
             engine.note_fenced(cursor, [entry.run for _, entry in lost],
                                "discarded the run: this worker's lease was lost while the step ran (fenced)")

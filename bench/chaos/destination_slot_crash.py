@@ -30,7 +30,8 @@ from bench.chaos.lab import (
 from bench.chaos.pacing import child_seconds
 
 LIMIT = 8
-IN_USE = "SELECT count(*) FROM executions_step WHERE status = 'RUNNING' AND destination_id IS NOT NULL"
+IN_USE = ("SELECT count(*) FROM executions_step WHERE status = 'RUNNING' AND destination_id IS NOT NULL "
+          "AND holds_slot")
 
 
 class Sampler:

@@ -87,7 +87,7 @@ FENCED = f"""
 SLOTS = """
     SELECT d.name, d.concurrency_limit, count(s.id)
     FROM executions_destination d
-    LEFT JOIN executions_step s ON s.destination_id = d.id AND s.status = 'RUNNING'
+    LEFT JOIN executions_step s ON s.destination_id = d.id AND s.status = 'RUNNING' AND s.holds_slot
     GROUP BY d.id, d.name, d.concurrency_limit ORDER BY d.name
 """
 

@@ -40,13 +40,16 @@ def by_id(workspace: Workspace, destination_id: int) -> Destination:
     return found
 
 
-# Per destination: steps in flight and due-but-waiting, and over the last five minutes the
-# calls, the failed calls and the p50/p95 latency.
+# Per destination: slots in use, steps waiting for one (due and READY, or claimed into a
+# worker's queue: RUNNING without a slot, leases.py "Slots"), and over the last five minutes
+# the calls, the failed calls and the p50/p95 latency.
 LIVE_COUNTS = """
     SELECT d.id,
-           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING') AS in_flight,
-           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'READY'
-                AND s.due_at <= now()) AS waiting,
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
+                AND s.holds_slot) AS in_flight,
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id
+                AND ((s.status = 'READY' AND s.due_at <= now()) OR (s.status = 'RUNNING' AND NOT s.holds_slot)))
+                AS waiting,
            (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
                 AND c.created_at > now() - interval '5 minutes') AS calls,
            (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
@@ -69,10 +72,12 @@ def live_counts(destination_ids: list[int]) -> dict[int, dict[str, Any]]:
         return {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
 
 
-# Each destination's concurrency limit and the steps running against it (the partial RUNNING index).
+# Each destination's concurrency limit and the slots its RUNNING steps hold (the partial
+# RUNNING index; a step queued in its drain for a slot holds none, leases.py "Slots").
 SLOTS = """
     SELECT d.id, d.name, d.concurrency_limit,
-           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING')
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
+                AND s.holds_slot)
     FROM executions_destination d WHERE d.id = ANY(%(ids)s)
 """
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import psycopg
 import pytest
 from django.db import connection
 
-from executions import kick, payloads
+from executions import kick, leases, payloads
 from executions.models import Destination, Step
 from executions.worker import Drain
 from tests.support import handlers as test_handlers
@@ -80,6 +81,45 @@ def test_a_drain_runs_every_destination_step_it_holds(workspace):
     assert recorder.peak == 12, f"all 12 held slots should be calls in flight at once; at most {recorder.peak} were"
     assert max(held for held, _ in samples) <= 12
     assert Step.objects.filter(destination=api, status="SUCCEEDED").count() == 12
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_step_starts_in_the_slot_of_a_call_that_ended_without_a_claim(workspace, monkeypatch):
+    """A drain claims a queue as deep as its slots; when a call ends, the next queued step
+    starts in its slot at once and the commit hands the slot over (leases.take_over_slots).
+    The limit holds at the server and in the database throughout."""
+    taken: list[int] = []
+    real_take_over = leases.take_over_slots
+
+    def take_over(cursor: Any, leases_: Any) -> set[int]:
+        ids = real_take_over(cursor, leases_)
+        taken.extend(ids)
+        return ids
+
+    monkeypatch.setattr(leases, "take_over_slots", take_over)
+    with serve() as (url, recorder):
+        api = Destination.objects.create(workspace=workspace, name="api", base_url=url, timeout_seconds=10,
+                                         concurrency_limit=2)
+        helpers.publish(workspace, "call", helpers.http_doc("api", "/slow/0.15"))
+        for i in range(10):
+            helpers.start(workspace, "call", {"i": i})
+        samples: list[tuple[int, int]] = []
+        drain = threading.Thread(target=lambda: (Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16,
+                                                       linger=False).run(), connection.close()))
+        drain.start()
+        try:
+            deadline = time.monotonic() + 20
+            while drain.is_alive() and time.monotonic() < deadline:
+                running = Step.objects.filter(destination=api, status="RUNNING")
+                samples.append((running.filter(holds_slot=True).count(), running.filter(holds_slot=False).count()))
+                time.sleep(0.02)
+        finally:
+            drain.join(30)
+    assert Step.objects.filter(destination=api, status="SUCCEEDED").count() == 10
+    assert recorder.peak == 2, f"the limit is 2 calls at once, {recorder.peak} were seen"
+    assert max(held for held, _ in samples) <= 2, "never more slots held than the limit"
+    assert max(queued for _, queued in samples) >= 1, "steps waited in the drain's queue"
+    assert taken, "queued steps took over the slots of finished calls"
 
 
 @pytest.mark.django_db

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.db import connection, transaction
 
-from executions import destinations, engine, outcomes
+from executions import destinations, engine, leases, outcomes
 from executions.models import Destination, Step
 from tests.support import helpers
 from workflows.errors import Invalid
@@ -128,3 +130,93 @@ def test_destination_edits_are_validated(workspace, fields, field):
     assert [e["field"] for e in raised.value.errors] == [field]
     api.refresh_from_db()
     assert (api.concurrency_limit, api.timeout_seconds, api.base_url) == (None, 10.0, "http://127.0.0.1:9")
+
+
+def holders(destination: Destination) -> int:
+    return Step.objects.filter(destination=destination, status="RUNNING", holds_slot=True).count()
+
+
+def test_a_queue_claim_takes_the_free_slots_and_a_queue_of_steps_without_one(workspace):
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=3)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for _ in range(10):
+        helpers.start(workspace, "call", {})
+    for _ in range(10):
+        helpers.start(workspace, "call", {})
+    first = helpers.claim(queue=True)
+    queue = 3 * leases.QUEUE_DEPTH
+    assert sorted(c.holds_slot for c in first) == [False] * queue + [True] * 3
+    assert holders(api) == 3, "only the slot holders count against the limit"
+    assert helpers.claim(queue=True) == [], "slots full and a full queue behind them: nothing more"
+    assert helpers.claim() == [], "a claim without a queue finds no free slot either"
+
+
+def test_a_rate_limited_destination_gets_no_queue(workspace):
+    # Its tokens are spent at claim: a queued step would call later than its token allows.
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=3, rate_per_second=100)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for _ in range(10):
+        helpers.start(workspace, "call", {})
+    with connection.cursor() as cursor:  # a full bucket
+        cursor.execute("UPDATE executions_destination SET rate_updated_at = now() - interval '1 hour' WHERE id = %s",
+                       [api.pk])
+    assert [c.holds_slot for c in helpers.claim(queue=True)] == [True] * 3
+
+
+def test_a_queued_step_takes_over_the_slot_of_the_step_committed_with_it(workspace):
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=2)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for _ in range(6):
+        helpers.start(workspace, "call", {})
+    claimed = helpers.claim(queue=True)
+    holder = next(c for c in claimed if c.holds_slot)
+    queued = [c for c in claimed if not c.holds_slot]
+    stale = leases.Lease(queued[1].step_id, uuid.uuid4())  # not its lease: takes nothing
+    with transaction.atomic(), connection.cursor() as cursor:
+        [run] = engine.load_runs(cursor, [holder])
+        engine.commit(cursor, [(run, outcomes.succeeded({"ok": True}))])
+        taken = leases.take_over_slots(cursor, [queued[0].lease, stale])
+    assert taken == {queued[0].step_id}
+    assert holders(api) == 2, "the slot went from the finished step to the one that started in it"
+    assert Step.objects.get(pk=queued[0].step_id).holds_slot
+    assert not Step.objects.get(pk=queued[1].step_id).holds_slot
+
+
+def test_a_lowered_limit_is_not_handed_over(workspace):
+    """Queued steps take over finished steps' slots only up to the destination's limit, so a
+    limit an operator lowers takes effect as calls end."""
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=3)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for _ in range(9):
+        helpers.start(workspace, "call", {})
+    claimed = helpers.claim(queue=True)
+    held = [c for c in claimed if c.holds_slot]
+    queued = [c for c in claimed if not c.holds_slot]
+    destinations.update_destination(api, concurrency_limit=2)
+    with transaction.atomic(), connection.cursor() as cursor:
+        runs = engine.load_runs(cursor, held[:2])
+        engine.commit(cursor, [(run, outcomes.succeeded({"ok": True})) for run in runs])
+        taken = leases.take_over_slots(cursor, [queued[0].lease, queued[1].lease])
+    assert taken == {queued[0].step_id}, "two slots freed, but the new limit leaves room for one"
+    assert holders(api) == 2
+
+
+def test_free_slots_go_to_the_callers_queued_steps_first(workspace):
+    """A raised limit (or slots another worker gave up) with no READY step left: the caller's
+    queued steps take the free slots, instead of waiting for its few slots."""
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=1)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for _ in range(3):
+        helpers.start(workspace, "call", {})
+    claimed = helpers.claim(queue=True)
+    assert sorted(c.holds_slot for c in claimed) == [False, False, True], "every step claimed: none READY"
+    destinations.update_destination(api, concurrency_limit=3)
+    promoted: set[int] = set()
+    assert helpers.claim(queue=True, promoted=promoted) == []
+    assert promoted == {c.step_id for c in claimed if not c.holds_slot}
+    assert holders(api) == 3

@@ -42,11 +42,11 @@ def test_the_call_log_goes_with_the_results_and_the_fanout_counters_come_last(wo
 
     real_commit_once = Drain._commit_once
 
-    def commit_once(results: Any) -> None:
+    def commit_once(results: Any, takers: Any = None) -> Any:
         seen.append("BEGIN")
         try:
             with connection.execute_wrapper(spy):
-                real_commit_once(results)
+                return real_commit_once(results, takers)
         finally:
             seen.append("COMMIT")
 
