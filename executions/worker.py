@@ -407,6 +407,8 @@ class Drain:
             if released:
                 kick.work_created(cursor)
         log.info("released %s unfinished steps for other workers", released)
+        for entry in self.in_flight.values():
+            entry.lost = True  # one still queued for a slot must not start after all
         self.in_flight.clear()
         return True
 
