@@ -80,6 +80,7 @@ LOCK_DESTINATIONS = """
 # commits first takes every freed slot again and the others, and their database connections,
 # stay idle), and the token bucket for the request rate. Live drains hold a drain slot, an
 # advisory lock of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
+# ``open``: the destination's free slots whatever the share (for PROMOTE_QUEUED).
 # ``queue``: how many steps more to claim without a slot (see "Slots" above): enough that
 # this worker's queue matches the slots it will hold; none for a rate-limited destination
 # or an unlimited one (which has no slots to wait for).
@@ -91,8 +92,12 @@ DESTINATION_BUDGETS = """
     SELECT d.id, free.n AS free,
            d.rate_per_second IS NOT NULL AS rated, mine.queued,
            CASE WHEN NOT %(queue)s OR d.rate_per_second IS NOT NULL OR d.concurrency_limit IS NULL THEN 0
-                ELSE greatest(0, least(%(depth)s * (mine.held + free.n) - mine.queued, %(limit)s)) END AS queue
+                ELSE greatest(0, least(%(depth)s * (mine.held + free.n) - mine.queued, %(limit)s)) END AS queue,
+           greatest(0, d.concurrency_limit - used.held) AS open
     FROM executions_destination d
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS held FROM executions_step r
+        WHERE r.destination_id = d.id AND r.status = 'RUNNING' AND r.holds_slot) used
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE r.holds_slot) AS held, count(*) FILTER (WHERE NOT r.holds_slot) AS queued
         FROM executions_step r
@@ -100,9 +105,7 @@ DESTINATION_BUDGETS = """
     CROSS JOIN LATERAL (
         SELECT greatest(0, least(
                -- least() skips NULLs: an unlimited destination falls through to coalesce.
-               coalesce(least(d.concurrency_limit - (SELECT count(*) FROM executions_step r
-                                                     WHERE r.destination_id = d.id AND r.status = 'RUNNING'
-                                                       AND r.holds_slot),
+               coalesce(least(d.concurrency_limit - used.held,
                               ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int - mine.held),
                         %(limit)s),
                -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
@@ -332,7 +335,7 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
         return [], False
     cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker,
                                          "drain_class": kick.ADVISORY_CLASS, "queue": queue, "depth": QUEUE_DEPTH})
-    every = [list(row) for row in cursor.fetchall()]  # id, free, rated, queued (ours), queue
+    every = [list(row) for row in cursor.fetchall()]  # id, free, rated, queued (ours), queue, open
     budgets = [b for b in every if b[1] + b[4] > 0]
     if not budgets:
         return [], False
@@ -359,12 +362,15 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
 
 def _promote(cursor: Any, budgets: list[list[Any]], claimed: list[ClaimedStep], worker: str,
              promoted: set[int] | None) -> None:
-    """Free slots that no READY step took go to steps in the caller's queue (PROMOTE_QUEUED)."""
+    """Free slots that no READY step took go to steps in the caller's queue (PROMOTE_QUEUED) —
+    up to the limit, not only the caller's share: the share spreads READY steps over the live
+    drains, but steps already queued here can run nowhere else, and a drain with nothing to
+    claim (it stays alive while others' leases run) would otherwise hold the rest idle."""
     taken: dict[int, int] = {}
     for step in claimed:
         if step.holds_slot and step.destination_id is not None:
             taken[step.destination_id] = taken.get(step.destination_id, 0) + 1
-    left = [(b[0], min(b[1] - taken.get(b[0], 0), b[3])) for b in budgets]
+    left = [(b[0], min((b[5] or 0) - taken.get(b[0], 0), b[3])) for b in budgets]
     left = [(destination, n) for destination, n in left if n > 0]
     if not left:
         return

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 
-from executions import destinations, engine, leases, outcomes
+from executions import destinations, engine, kick, leases, outcomes
 from executions.models import Destination, Step
 from tests.support import helpers
 from workflows.errors import Invalid
@@ -220,3 +221,26 @@ def test_free_slots_go_to_the_callers_queued_steps_first(workspace):
     assert helpers.claim(queue=True, promoted=promoted) == []
     assert promoted == {c.step_id for c in claimed if not c.holds_slot}
     assert holders(api) == 3
+
+
+def test_queued_steps_take_free_slots_beyond_the_callers_share(workspace):
+    """Another drain alive with nothing to claim (it stays up while leases run) halves this
+    worker's share of a raised limit; its queued steps may still take every free slot, since
+    no other drain has a step to put there (seen in CI: the Rate Limits browser test stuck at
+    3 of 5 in flight)."""
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=2)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for _ in range(6):
+        helpers.start(workspace, "call", {})
+    claimed = helpers.claim(queue=True)
+    assert sorted(c.holds_slot for c in claimed) == [False] * 4 + [True] * 2
+    destinations.update_destination(api, concurrency_limit=5)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        for slot in (0, 1):  # two drains alive: a share of ceil(5 / 2) = 3 each
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [kick.ADVISORY_CLASS, slot])
+        promoted: set[int] = set()
+        helpers.claim(queue=True, promoted=promoted)
+        other.execute("SELECT pg_advisory_unlock_all()")
+    assert len(promoted) == 3, "the limit, not the share, bounds what queued steps may take"
+    assert holders(api) == 5
