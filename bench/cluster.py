@@ -375,7 +375,8 @@ def drive(hosts: int, items: int, workers: int) -> dict[str, Any]:
     killed: list[int] = []
     done_at_kill = None
     if killed_host is not None:
-        wait_until(lambda: _half(execution.pk, items), total=items // 2, label="to half", timeout=900)
+        wait_until(lambda: _half(execution.pk, items), total=items // 2, label="to half", timeout=900,
+                   interval=0.01)  # poll closely: the kill must land while children still run
         killed = kill_host(named[killed_host])
         done_at_kill = fanout.counts(execution.pk)[1]
     wait_until(lambda: fanout.counts(execution.pk), total=items, label=f"cluster fanout {items:,}", timeout=1800)

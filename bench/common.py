@@ -183,7 +183,8 @@ def progress(label: str, done: int, total: int, started: float) -> None:
     sys.stderr.flush()
 
 
-def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str, timeout: float) -> float:
+def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str, timeout: float,
+               interval: float = 0.05) -> float:
     """Poll ``check() -> (finished, done_count)`` with a progress bar; returns seconds waited."""
     started = shown = time.monotonic()
     while True:
@@ -197,4 +198,4 @@ def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str,
         if time.monotonic() - started > timeout:
             sys.stderr.write("\n")
             raise TimeoutError(f"{label}: not finished after {timeout:g}s ({done:,}/{total:,})")
-        time.sleep(0.05)
+        time.sleep(interval)

@@ -42,20 +42,25 @@ def bench_links() -> set[str]:
             if line.split(":")[1].strip().startswith("sbc")}
 
 
+# Enough that half of them take a fast machine far longer than noticing "half" and the kill
+# (2,000 no-op children once finished before the kill landed).
+ITEMS = 5000
+
+
 @pytest.mark.timeout(420)
 def test_two_hosts_one_killed_halfway_every_child_exactly_once(netns):
     namespaces_before, links_before = bench_namespaces(), bench_links()
-    finished = manage("bench", "cluster", "--hosts", "2", "--items", "2000", "--json", timeout=400)
+    finished = manage("bench", "cluster", "--hosts", "2", "--items", str(ITEMS), "--json", timeout=400)
     assert finished.stdout.strip(), finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert finished.returncode == 0 and result["ok"], (result, finished.stderr[-3000:])
     assert set(result) >= {"hosts", "items", "seconds_total", "children_per_host", "killed_host", "duplicates",
                            "lost", "ok"}
-    assert (result["hosts"], result["items"], result["duplicates"], result["lost"]) == (2, 2000, 0, 0)
+    assert (result["hosts"], result["items"], result["duplicates"], result["lost"]) == (2, ITEMS, 0, 0)
     assert result["killed_host"] == "host-2" and result["killed_processes"] > 0
     assert result["children_per_host"]["host-1"] > 0
-    assert sum(result["children_per_host"].values()) == 2000
-    assert result["children_done_at_kill"] < 2000  # the kill came while children were still running
+    assert sum(result["children_per_host"].values()) == ITEMS
+    assert result["children_done_at_kill"] < ITEMS  # the kill came while children were still running
     assert (result["drain_slots_before_kill"], result["drain_slots_after_kill"]) == (4, 2)  # slots follow hosts
     assert bench_namespaces() == namespaces_before and bench_links() == links_before  # all removed
 
