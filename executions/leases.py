@@ -8,7 +8,7 @@
   slot (``holds_slot``), so a slot is released by any transition out of RUNNING, lease expiry
   included, and cannot leak.
 * **Slots, and the queue behind them**: a drain may also claim, beyond the slots it takes,
-  as many steps again *without* a slot (``holds_slot = false``; not for a destination with a
+  ``QUEUE_DEPTH`` steps per slot *without* a slot (``holds_slot = false``; not for a destination with a
   request rate, whose tokens are spent at claim). They wait in the drain's queue for one of
   its slots; when a call ends, the next queued step starts in its slot at once, without a
   round trip, and the commit that moves the finished step out of RUNNING hands its slot to
@@ -33,7 +33,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 
@@ -322,6 +322,17 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     return claimed
 
 
+class Budget(NamedTuple):
+    """A row of DESTINATION_BUDGETS."""
+
+    id: int
+    free: int  # slots this worker may take now (its share, the rate)
+    rated: bool  # the destination has a request rate
+    queued: int  # this worker's steps there waiting for a slot
+    queue: int  # steps more to claim into its queue
+    open: int | None  # the destination's free slots, whatever the share (None: unlimited)
+
+
 def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
                         promoted: set[int] | None) -> tuple[list[ClaimedStep], bool]:
     """Up to ``limit`` destination steps within their destinations' free slots and rate
@@ -335,13 +346,13 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
         return [], False
     cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker,
                                          "drain_class": kick.ADVISORY_CLASS, "queue": queue, "depth": QUEUE_DEPTH})
-    every = [list(row) for row in cursor.fetchall()]  # id, free, rated, queued (ours), queue, open
-    budgets = [b for b in every if b[1] + b[4] > 0]
+    every = [Budget(*row) for row in cursor.fetchall()]
+    budgets = [b for b in every if b.free + b.queue > 0]
     if not budgets:
         return [], False
-    rated = {b[0] for b in budgets if b[2]}
-    cursor.execute(CLAIM_DESTINATION, {"dest_ids": [b[0] for b in budgets], "dest_free": [b[1] for b in budgets],
-                                       "dest_queue": [b[4] for b in budgets], "limit": limit})
+    rated = {b.id for b in budgets if b.rated}
+    cursor.execute(CLAIM_DESTINATION, {"dest_ids": [b.id for b in budgets], "dest_free": [b.free for b in budgets],
+                                       "dest_queue": [b.queue for b in budgets], "limit": limit})
     rows = cursor.fetchall()
     suspects = [step_id for step_id, suspect, _ in rows if suspect]
     if suspects:  # a suspect runs alone, in a slot of its own (see Isolation above)
@@ -360,7 +371,7 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
     return claimed, waiting
 
 
-def _promote(cursor: Any, budgets: list[list[Any]], claimed: list[ClaimedStep], worker: str,
+def _promote(cursor: Any, budgets: list[Budget], claimed: list[ClaimedStep], worker: str,
              promoted: set[int] | None) -> None:
     """Free slots that no READY step took go to steps in the caller's queue (PROMOTE_QUEUED) —
     up to the limit, not only the caller's share: the share spreads READY steps over the live
@@ -370,7 +381,7 @@ def _promote(cursor: Any, budgets: list[list[Any]], claimed: list[ClaimedStep], 
     for step in claimed:
         if step.holds_slot and step.destination_id is not None:
             taken[step.destination_id] = taken.get(step.destination_id, 0) + 1
-    left = [(b[0], min((b[5] or 0) - taken.get(b[0], 0), b[3])) for b in budgets]
+    left = [(b.id, min((b.open or 0) - taken.get(b.id, 0), b.queued)) for b in budgets]
     left = [(destination, n) for destination, n in left if n > 0]
     if not left:
         return

@@ -246,8 +246,10 @@ DESTINATIONS = """
            (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
                 AND s.holds_slot),
            (SELECT count(*) FROM executions_step s
-            WHERE s.destination_id = d.id AND s.destination_id IS NOT NULL
-              AND ((s.status = 'READY' AND s.due_at <= now()) OR (s.status = 'RUNNING' AND NOT s.holds_slot))),
+            WHERE s.destination_id = d.id AND s.destination_id IS NOT NULL AND s.status = 'READY'
+              AND s.due_at <= now())
+           + (SELECT count(*) FROM executions_step s
+              WHERE s.destination_id = d.id AND s.status = 'RUNNING' AND NOT s.holds_slot),
            d.concurrency_limit
     FROM executions_destination d JOIN workflows_workspace w ON w.id = d.workspace_id
     ORDER BY w.slug, d.name

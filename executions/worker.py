@@ -436,13 +436,11 @@ class Drain:
                                    destination_limit=bound_room, queue=self.queue_ahead, promoted=promoted)
             runs = engine.load_runs(cursor, claimed)
         if promoted:  # queued steps of ours that took free slots
-            for entry in self.in_flight.values():
-                if entry.run.step_id in promoted and entry.gate is not None and not entry.holds_slot:
-                    entry.holds_slot = True
-                    entry.gate.resize(1)
+            self._took_over([e for e in self.in_flight.values() if e.run.step_id in promoted and not e.holds_slot])
         metrics.steps_claimed(runs)
         for run in runs:
-            self._start(InFlight(run, holds_slot=run.claimed.holds_slot), asked_at)
+            self._start(InFlight(run, holds_slot=run.claimed.holds_slot))
+        self._renew_gates(asked_at)  # the claim's fresh leases
         if bound_room and not any(run.claimed.destination_id is not None for run in runs):
             self.bound_retry_at = time.monotonic() + CLAIM_RETRY
         if len(runs) > 1 and not self.helped and time.monotonic() >= self.help_retry_at:
@@ -468,36 +466,37 @@ class Drain:
         self.bound_claimed_at = now
         return True
 
-    def _start(self, entry: InFlight, claimed_at: float) -> None:
+    def _renew_gates(self, since: float) -> None:
+        """Leases renewed (or taken) at monotonic time ``since`` stay valid for two thirds of
+        their length (the heartbeat renews at one third): queued steps may start until then."""
+        for gate in self.gates.values():
+            gate.renewed(since + leases.lease_seconds() * 2 / 3)
+
+    def _start(self, entry: InFlight) -> None:
         """Hand a claimed step to where it runs: the event loop, a thread of its own (a
         destination-bound step that blocks), or the thread pool. A destination-bound step
         goes through its destination's SlotGate: it starts when one of this drain's slots
         there is free."""
         future: Future[Outcome]
-        async_ = engine.runs_async(entry.run) and not isinstance(self.pool, InlineExecutor)
-        if async_ and self.step_loop is None:
-            self.step_loop = StepLoop()
-        entry.on_loop = async_
+        loop = None
+        if engine.runs_async(entry.run) and not isinstance(self.pool, InlineExecutor):
+            loop = self.step_loop = self.step_loop or StepLoop()
+        entry.on_loop = loop is not None
         if isinstance(self.pool, InlineExecutor):
             future = self.pool.submit(self._execute, entry)
         elif (destination := entry.run.claimed.destination_id) is not None:
-            gate = self.gates.get(destination)
-            if gate is None:
-                gate = self.gates[destination] = SlotGate()
-            entry.gate = gate
-            future = self._start_gated(entry, gate, claimed_at)
-        elif async_:
-            future = self.step_loop.submit(self._execute_async(entry))  # type: ignore[union-attr]
+            entry.gate = self.gates.get(destination) or self.gates.setdefault(destination, SlotGate())
+            future = self._start_gated(entry, entry.gate, loop)
+        elif loop is not None:
+            future = loop.submit(self._execute_async(entry))
         else:
             future = self.pool.submit(self._execute, entry)
         self.in_flight[future] = entry
 
-    def _start_gated(self, entry: InFlight, gate: SlotGate, claimed_at: float) -> Future[Outcome]:
-        # Fresh leases: valid for two thirds of their length (the heartbeat renews at one third).
-        gate.renewed(claimed_at + leases.lease_seconds() * 2 / 3)
+    def _start_gated(self, entry: InFlight, gate: SlotGate, loop: StepLoop | None) -> Future[Outcome]:
         future: Future[Outcome] = Future()
 
-        if entry.on_loop and (loop := self.step_loop) is not None:
+        if loop is not None:
             async def call() -> Outcome:
                 try:
                     return await self._execute_async(entry)
@@ -720,8 +719,7 @@ class Drain:
             running = [e.run.claimed.lease for e in self.in_flight.values()]
             with connection.cursor() as cursor:
                 kept = leases.heartbeat(cursor, running)
-            for gate in self.gates.values():
-                gate.renewed(now + leases.lease_seconds() * 2 / 3)
+            self._renew_gates(now)
             # Not RUNNING with our token any more, yet neither finished here nor moved on by
             # its own vertex (a MERGE or CHAIN commits itself): another worker has it.
             lost = [(future, entry) for future, entry in self.in_flight.items()

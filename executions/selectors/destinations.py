@@ -47,9 +47,10 @@ LIVE_COUNTS = """
     SELECT d.id,
            (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
                 AND s.holds_slot) AS in_flight,
-           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id
-                AND ((s.status = 'READY' AND s.due_at <= now()) OR (s.status = 'RUNNING' AND NOT s.holds_slot)))
-                AS waiting,
+           (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'READY'
+                AND s.due_at <= now())
+           + (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
+                AND NOT s.holds_slot) AS waiting,
            (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
                 AND c.created_at > now() - interval '5 minutes') AS calls,
            (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
