@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -56,6 +57,22 @@ def test_a_claim_takes_no_more_destination_steps_than_the_caller_can_start(works
     assert len(helpers.claim(100, destination_limit=0)) == 0
 
 
+def drain_sampling(sample: Callable[[], tuple[int, int]], every: float) -> list[tuple[int, int]]:
+    """Run a drain with threads until nothing is claimable, calling ``sample`` meanwhile."""
+    samples: list[tuple[int, int]] = []
+    drain = threading.Thread(target=lambda: (Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16,
+                                                   linger=False).run(), connection.close()))
+    drain.start()
+    try:
+        deadline = time.monotonic() + 20
+        while drain.is_alive() and time.monotonic() < deadline:
+            samples.append(sample())
+            time.sleep(every)
+    finally:
+        drain.join(30)
+    return samples
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_drain_runs_every_destination_step_it_holds(workspace):
     """Fewer threads than claimed HTTP steps: each held slot is a call in flight at the server."""
@@ -65,18 +82,8 @@ def test_a_drain_runs_every_destination_step_it_holds(workspace):
         helpers.publish(workspace, "call", helpers.http_doc("api", "/slow/0.6"))
         for i in range(12):
             helpers.start(workspace, "call", {"i": i})
-        samples: list[tuple[int, int]] = []
-        drain = threading.Thread(target=lambda: (Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16,
-                                                       linger=False).run(), connection.close()))
-        drain.start()
-        try:
-            deadline = time.monotonic() + 20
-            while drain.is_alive() and time.monotonic() < deadline:
-                held = Step.objects.filter(destination=api, status="RUNNING").count()
-                samples.append((held, recorder.in_flight))
-                time.sleep(0.05)
-        finally:
-            drain.join(30)
+        samples = drain_sampling(
+            lambda: (Step.objects.filter(destination=api, status="RUNNING").count(), recorder.in_flight), 0.05)
     assert len(recorder.requests) == 12
     assert recorder.peak == 12, f"all 12 held slots should be calls in flight at once; at most {recorder.peak} were"
     assert max(held for held, _ in samples) <= 12
@@ -103,18 +110,9 @@ def test_a_queued_step_starts_in_the_slot_of_a_call_that_ended_without_a_claim(w
         helpers.publish(workspace, "call", helpers.http_doc("api", "/slow/0.15"))
         for i in range(10):
             helpers.start(workspace, "call", {"i": i})
-        samples: list[tuple[int, int]] = []
-        drain = threading.Thread(target=lambda: (Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16,
-                                                       linger=False).run(), connection.close()))
-        drain.start()
-        try:
-            deadline = time.monotonic() + 20
-            while drain.is_alive() and time.monotonic() < deadline:
-                running = Step.objects.filter(destination=api, status="RUNNING")
-                samples.append((running.filter(holds_slot=True).count(), running.filter(holds_slot=False).count()))
-                time.sleep(0.02)
-        finally:
-            drain.join(30)
+        running = Step.objects.filter(destination=api, status="RUNNING")
+        samples = drain_sampling(
+            lambda: (running.filter(holds_slot=True).count(), running.filter(holds_slot=False).count()), 0.02)
     assert Step.objects.filter(destination=api, status="SUCCEEDED").count() == 10
     assert recorder.peak == 2, f"the limit is 2 calls at once, {recorder.peak} were seen"
     assert max(held for held, _ in samples) <= 2, "never more slots held than the limit"
