@@ -92,11 +92,15 @@ class Cluster:
     """A ``manage.py qcluster`` subprocess with its own process group, and a sampler of the
     resident memory of each of its processes."""
 
-    def __init__(self, workers: int, **env: str) -> None:
+    def __init__(self, workers: int, *, sample_memory: bool = True, count_queries: bool = True, **env: str) -> None:
+        """``sample_memory`` and ``count_queries`` cost CPU on the measured machine (a process
+        tree walk every 50 ms; a timer around every statement): a benchmark that reports
+        neither turns them off."""
         self.workers = workers
         self.query_dir = tempfile.mkdtemp(prefix="sb-bench-queries-")
-        self.env = {**os.environ, "SB_WORKERS": str(workers), "SB_COUNT_QUERIES_DIR": self.query_dir,
-                    "LOG_LEVEL": "WARNING", "SB_DRAIN_IDLE_SECONDS": "2", **env}
+        self.sample_memory = sample_memory
+        self.env = {**os.environ, "SB_WORKERS": str(workers), "LOG_LEVEL": "WARNING", "SB_DRAIN_IDLE_SECONDS": "2",
+                    **({"SB_COUNT_QUERIES_DIR": self.query_dir} if count_queries else {}), **env}
         self.proc: subprocess.Popen[bytes] | None = None
         self.peak_rss: dict[int, int] = {}
         self._sampling = False
@@ -107,9 +111,10 @@ class Cluster:
             [sys.executable, str(ROOT / "manage.py"), "qcluster"], cwd=ROOT, env=self.env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
-        self._sampling = True
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
+        self._sampling = self.sample_memory
+        if self.sample_memory:
+            self._sampler = threading.Thread(target=self._sample, daemon=True)
+            self._sampler.start()
         self.wait_ready()
         return self
 

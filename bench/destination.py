@@ -13,12 +13,10 @@ never exceed the limit), ``utilisation`` = calls_per_s / bound_calls_per_s.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from typing import Any
 
 from bench.common import Cluster, reset, wait_until
+from bench.latency_server import LatencyServer
 from executions import services
 from executions.models import Destination, Execution, FanOut, Step
 from workflows.models import Workspace
@@ -36,88 +34,6 @@ NOOP_PARENT = {"start": "fanout", "vertices": {
     "fanout": {"type": "SPAWNER", "items": "$.input.items", "workflow": "bench-noop", "next": "join"},
     "join": {"type": "MERGE", "spawner": "fanout"},
 }}
-
-
-class LatencyServer:
-    """A keep-alive HTTP/1.1 server on 127.0.0.1 (asyncio, its own thread) that answers every
-    request with ``{"ok": true}`` after ``latency`` seconds, counting requests in flight."""
-
-    def __init__(self, latency: float) -> None:
-        self.latency = latency
-        self.in_flight = self.peak = self.answered = 0
-        self.busy = 0.0  # the integral of in_flight over time (slot-seconds used)
-        self.changed_at = 0.0
-        self.first_at: float | None = None
-        self.last_at: float | None = None
-        self.port = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=self._serve, name="bench-latency-server", daemon=True)
-
-    def start(self) -> LatencyServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the latency server did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-
-    async def _close(self) -> None:
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _serve(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
-        server = loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0, backlog=4096))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        loop.run_forever()
-        server.close()
-        loop.run_until_complete(self._close())  # open keep-alive connections end with the server
-
-    def _count(self, delta: int) -> None:
-        now = time.monotonic()
-        if self.changed_at:
-            self.busy += self.in_flight * (now - self.changed_at)
-        self.changed_at = now
-        self.in_flight += delta
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value.strip())
-                if length:
-                    await reader.readexactly(length)
-                self._count(+1)  # one loop thread: no lock needed
-                self.peak = max(self.peak, self.in_flight)
-                self.first_at = self.first_at or time.monotonic()
-                try:
-                    await asyncio.sleep(self.latency)
-                finally:
-                    self._count(-1)
-                body = b'{"ok": true}'
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-                await writer.drain()
-                self.answered += 1
-                self.last_at = time.monotonic()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            writer.close()
 
 
 def publish(workspace: Workspace) -> None:
@@ -143,7 +59,8 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
     Destination.objects.create(workspace=workspace, name="bench-api", base_url=server.url, timeout_seconds=30,
                                concurrency_limit=limit)
     publish(workspace)
-    cluster = Cluster(workers, SB_OUTBOUND_ALLOW="127.0.0.0/8").start()
+    cluster = Cluster(workers, sample_memory=False, count_queries=profile_queries,
+                      SB_OUTBOUND_ALLOW="127.0.0.0/8").start()
     background = None
     try:
         if background_items:
