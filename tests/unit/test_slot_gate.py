@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from types import SimpleNamespace
 
-from executions.worker import SlotGate
+from executions.worker import Drain, InFlight, SlotGate
 
 
 def gate_with(started: list[int]) -> tuple[SlotGate, Callable[..., None]]:
@@ -62,3 +64,82 @@ def test_nothing_starts_while_the_drains_leases_may_have_lapsed():
     assert started == [1], "a late heartbeat starts nothing"
     gate.renewed(time.monotonic() + 60)
     assert started == [1, 2, 3]
+
+
+# --- the drain's side: slots handed over in a commit ------------------------------------------
+
+def _entry(step_id: int, gate: SlotGate, *, holds_slot: bool, admitted: float = 0.0) -> InFlight:
+    claimed = SimpleNamespace(destination_id=7, lease=(step_id, f"token-{step_id}"), holds_slot=holds_slot)
+    entry = InFlight(run=SimpleNamespace(step_id=step_id, claimed=claimed), holds_slot=holds_slot)  # type: ignore[arg-type]
+    entry.gate, entry.admitted = gate, admitted
+    return entry
+
+
+def _drain_with(gate: SlotGate, entries: list[InFlight]) -> Drain:
+    drain = Drain(threads=0)
+    drain.gates = {7: gate}
+    drain.in_flight = {Future(): entry for entry in entries}  # type: ignore[misc]
+    return drain
+
+
+def test_a_call_that_ends_while_the_drain_commits_starts_the_next_queued_step_at_once(monkeypatch):
+    """Two slots. Step 1's call ended and step 3 started in its slot; while the drain commits
+    step 1 (handing its slot to step 3), step 2's call ends: step 4, queued, must start in
+    step 2's slot then and there — not wait for the commit to finish."""
+    started: list[int] = []
+    gate, step = gate_with(started)
+    step(1, holds_slot=True)
+    step(2, holds_slot=True)
+    step(3, holds_slot=False)
+    step(4, holds_slot=False)
+    gate.release()  # call 1 ended: step 3 runs in its slot
+    assert started == [1, 2, 3]
+    finished = _entry(1, gate, holds_slot=True, admitted=1.0)
+    taker = _entry(3, gate, holds_slot=False, admitted=2.0)
+    drain = _drain_with(gate, [_entry(2, gate, holds_slot=True, admitted=1.0), taker,
+                               _entry(4, gate, holds_slot=False)])
+
+    def commit(results, takers):
+        gate.release()  # call 2 ends during the commit
+        assert started == [1, 2, 3, 4], "the slot of the ended call went to the queued step at once"
+        return {lease[0] for lease in takers}
+
+    monkeypatch.setattr(drain, "_commit_or_wait", commit)
+    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
+    assert taker.holds_slot, "step 3 took step 1's slot over in the commit"
+    assert (gate.slots, gate.active) == (2, 2)
+
+
+def test_a_slot_the_commit_does_not_hand_over_is_taken_back_from_the_gate(monkeypatch):
+    """The limit was lowered meanwhile: the database refuses the take-over, so the gate counts
+    one slot less, and nothing more starts until the calls running in it end."""
+    started: list[int] = []
+    gate, step = gate_with(started)
+    step(1, holds_slot=True)
+    step(2, holds_slot=False)
+    step(3, holds_slot=False)
+    gate.release()  # call 1 ended: step 2 runs in its slot
+    finished = _entry(1, gate, holds_slot=True, admitted=1.0)
+    taker = _entry(2, gate, holds_slot=False, admitted=2.0)
+    drain = _drain_with(gate, [taker, _entry(3, gate, holds_slot=False)])
+    monkeypatch.setattr(drain, "_commit_or_wait", lambda results, takers: set())
+    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
+    assert not taker.holds_slot
+    assert (gate.slots, gate.active) == (0, 1), "step 2 runs on; the gate holds no slot"
+    gate.release()
+    assert started == [1, 2], "step 3 waits for a slot the database grants"
+
+
+def test_a_finished_step_nobody_took_over_gives_its_slot_up_before_the_commit(monkeypatch):
+    started: list[int] = []
+    gate, step = gate_with(started)
+    step(1, holds_slot=True)
+    gate.release()  # call 1 ended; nothing queued
+    finished = _entry(1, gate, holds_slot=True, admitted=1.0)
+    drain = _drain_with(gate, [])
+    seen: list[int] = []
+    monkeypatch.setattr(drain, "_commit_or_wait", lambda results, takers: seen.append(gate.slots) or set())
+    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
+    assert seen == [0], "the gate stopped counting the slot before the database gave it up"
+    step(2, holds_slot=False)
+    assert started == [1], "a step queued afterwards waits for a slot"
