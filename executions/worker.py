@@ -202,6 +202,11 @@ class StepLoop:
     def submit(self, coroutine: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
+    def cancel(self, task: asyncio.Task[Any]) -> None:
+        """Cancel a task of this loop from any thread (nothing to do once the loop closed)."""
+        with suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(task.cancel)
+
     def shutdown(self) -> None:
         """Cancel what still runs (results after a drain ends are fenced off anyway), close
         the outbound clients, stop the loop."""
@@ -507,6 +512,14 @@ class Drain:
                 entry.admitted = time.monotonic()
                 if future.cancelled():  # timed out or shut down while queued
                     gate.release()
+                    return
+                if threading.current_thread() is loop.thread:
+                    # A call ended on the loop and its slot goes to this step: start it on
+                    # the next turn of the loop, not through the thread-safe hand-off (which
+                    # takes two turns, each a chance to wait for the interpreter lock).
+                    task = loop.loop.create_task(call())
+                    task.add_done_callback(lambda done: _settle(future, done.result))
+                    future.add_done_callback(lambda done: loop.cancel(task) if done.cancelled() else None)
                     return
                 inner = loop.submit(call())
                 inner.add_done_callback(lambda done: _settle(future, done.result))
