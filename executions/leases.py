@@ -43,9 +43,12 @@ from executions.models import StepStatus
 S = StepStatus
 
 # How many steps a drain queues for a destination per slot it holds (see "Slots" above): a
-# drain refills its queue once per turn (a commit and a claim, tens of milliseconds), so the
-# queue must outlast a turn even when calls are short.
-QUEUE_DEPTH = 2
+# drain refills its queue once per turn (a commit and a claim, tens of milliseconds, more on a
+# busy machine), so the queue must outlast a turn even when calls are short. The claim counts
+# as queued the steps that already run in a finished step's slot until the commit hands it
+# over — up to one per slot — so about three per slot really wait. (At 2, the queue ran dry
+# before each claim in `bench destination` and slots idled until it came.)
+QUEUE_DEPTH = 4
 
 # A step that must be claimed alone (see Isolation above).
 SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"

@@ -148,9 +148,9 @@ def holders(destination: Destination) -> int:
 
 
 def test_a_queue_claim_takes_the_free_slots_and_a_queue_of_steps_without_one(workspace):
-    api = waiting_calls(workspace, 10, concurrency_limit=3)
-    first = helpers.claim(queue=True)
     queue = 3 * leases.QUEUE_DEPTH
+    api = waiting_calls(workspace, 3 + queue + 2, concurrency_limit=3)
+    first = helpers.claim(queue=True)
     assert sorted(c.holds_slot for c in first) == [False] * queue + [True] * 3
     assert holders(api) == 3, "only the slot holders count against the limit"
     assert helpers.claim(queue=True) == [], "slots full and a full queue behind them: nothing more"
