@@ -13,6 +13,7 @@ destination's base URL."""
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -153,10 +154,13 @@ def _headers(from_vertex: dict[str, str], from_credentials: dict[str, str]) -> d
     return {**{k: v for k, v in from_vertex.items() if k.lower() not in replaced}, **from_credentials}
 
 
+@functools.lru_cache(maxsize=4096)
 def target_url(base_url: str, path: str) -> str:
     """``base_url`` + the rendered ``path``, refused (NonRetryable) when the result would not
     stay under the base URL's path: a ``.`` or ``..`` segment (also percent-encoded) or a
-    fragment. Placeholder values arrive percent-encoded, so they cannot add segments."""
+    fragment. Placeholder values arrive percent-encoded, so they cannot add segments.
+    Cached (a refusal is not): parsing both URLs costs more than the rest of a call's
+    preparation, and most calls of a step go to the same few paths."""
     route = path.split("?", 1)[0]
     for segment in route.split("/"):
         if unquote(segment) in (".", ".."):
