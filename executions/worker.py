@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -879,6 +880,7 @@ def work_pending() -> bool:
 def drain() -> int:
     """Task: drain ready steps while there is work (see the module doc)."""
     close_old_connections()
+    _share_the_interpreter()
     try:
         slot = _take_slot()
     except (OperationalError, InterfaceError):
@@ -900,6 +902,17 @@ def drain() -> int:
         except DatabaseError:
             log.warning("could not re-check for due work after the drain")
     return done
+
+
+def _share_the_interpreter() -> None:
+    """Hand the interpreter lock between threads every ``SB_GIL_SWITCH_SECONDS`` (1 ms; Python's
+    default is 5 ms). The event loop's thread wakes for each answer and each call it starts;
+    while the drain's thread or a step thread runs Python, it waits up to this long for the
+    lock, and at a 50 ms call that wait is idle slot time (docs/performance.md). 0 keeps
+    Python's default. Process-wide: worker processes run nothing but drains."""
+    seconds = float(settings.SB["GIL_SWITCH_SECONDS"])
+    if seconds > 0 and sys.getswitchinterval() != seconds:
+        sys.setswitchinterval(seconds)
 
 
 def _drain_resiliently() -> int:

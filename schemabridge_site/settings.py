@@ -300,6 +300,9 @@ SB: dict[str, Any] = {
     # Destination-bound steps (HTTP calls) one worker process runs at once on its event loop;
     # each destination's own limit bounds them too.
     "DESTINATION_IN_FLIGHT": env_int("SB_DESTINATION_IN_FLIGHT", 512),
+    # How often a worker process's threads hand over the interpreter lock (seconds; 0 keeps
+    # Python's 5 ms): the event loop waits for it on every call it starts or ends.
+    "GIL_SWITCH_SECONDS": env_float("SB_GIL_SWITCH_SECONDS", 0.001),
     # Lease on a claimed step; renewed while the step runs. A dead worker's step is
     # re-claimed after this long.
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),

@@ -1,0 +1,38 @@
+"""A worker process hands the interpreter lock between its threads every
+``SB_GIL_SWITCH_SECONDS``: the drain's event loop waits for it on every call it starts or
+ends (docs/performance.md, "Fourth pass")."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from executions import worker
+
+
+@pytest.fixture
+def switch_interval():
+    before = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_a_drain_task_sets_the_switch_interval_from_the_setting(settings, switch_interval):
+    settings.SB = {**settings.SB, "GIL_SWITCH_SECONDS": 0.002}
+    sys.setswitchinterval(0.005)
+    worker._share_the_interpreter()
+    assert sys.getswitchinterval() == pytest.approx(0.002)
+
+
+def test_zero_keeps_the_interpreters_own_interval(settings, switch_interval):
+    settings.SB = {**settings.SB, "GIL_SWITCH_SECONDS": 0}
+    sys.setswitchinterval(0.005)
+    worker._share_the_interpreter()
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+
+
+def test_the_default_is_one_millisecond():
+    from schemabridge_site.settings import SB
+
+    assert SB["GIL_SWITCH_SECONDS"] == pytest.approx(0.001)
