@@ -364,7 +364,14 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
         step_ids, waiting = [step_id for step_id, _, _ in rows], False
         queued = [step_id for step_id, _, holds in rows if not holds]
     claimed = _claim(cursor, step_ids, queued)
-    _promote(cursor, every, claimed, worker, promoted)
+    # A destination whose candidates fell short of its budget has no READY step left (unless
+    # the overall limit cut the candidates short).
+    found: dict[int, int] = {}
+    for step in claimed:
+        if step.destination_id is not None:
+            found[step.destination_id] = found.get(step.destination_id, 0) + 1
+    exhausted = set() if len(rows) >= limit else {b.id for b in every if found.get(b.id, 0) < b.free + b.queue}
+    _promote(cursor, every, claimed, worker, promoted, exhausted=exhausted)
     counts: dict[int, int] = {}
     for step in claimed:
         if (destination := step.destination_id) is not None and destination in rated:
@@ -375,16 +382,21 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
 
 
 def _promote(cursor: Any, budgets: list[Budget], claimed: list[ClaimedStep], worker: str,
-             promoted: set[int] | None) -> None:
-    """Free slots that no READY step took go to steps in the caller's queue (PROMOTE_QUEUED) —
-    up to the limit, not only the caller's share: the share spreads READY steps over the live
-    drains, but steps already queued here can run nowhere else, and a drain with nothing to
-    claim (it stays alive while others' leases run) would otherwise hold the rest idle."""
+             promoted: set[int] | None, *, exhausted: set[int]) -> None:
+    """Free slots that no READY step took go to steps in the caller's queue (PROMOTE_QUEUED).
+    While READY steps still wait at a destination, only up to the caller's share: the other
+    drains claim the rest for them (otherwise the first drain to claim after a start takes
+    every slot of the limit and keeps it, slot by slot, by handing them over). Once none is
+    left (``exhausted``: the claim found fewer than its budget), up to the limit: steps
+    already queued here can run nowhere else, and a drain with nothing to claim (it stays
+    alive while others' leases run) would otherwise hold the rest idle."""
     taken: dict[int, int] = {}
     for step in claimed:
         if step.holds_slot and step.destination_id is not None:
             taken[step.destination_id] = taken.get(step.destination_id, 0) + 1
-    left = [(b.id, min((b.open or 0) - taken.get(b.id, 0), b.queued)) for b in budgets]
+    left = [(b.id, min((b.open or 0) if b.id in exhausted else b.free, (b.open or 0)) - taken.get(b.id, 0))
+            for b in budgets]
+    left = [(destination, min(n, b.queued)) for (destination, n), b in zip(left, budgets, strict=True)]
     left = [(destination, n) for destination, n in left if n > 0]
     if not left:
         return

@@ -228,3 +228,23 @@ def test_queued_steps_take_free_slots_beyond_the_callers_share(workspace):
         other.execute("SELECT pg_advisory_unlock_all()")
     assert len(promoted) == 3, "the limit, not the share, bounds what queued steps may take"
     assert holders(api) == 5
+
+
+def test_queued_steps_take_no_more_than_the_share_while_ready_steps_wait(workspace):
+    """Two drains alive and READY steps left: free slots beyond this worker's share are for
+    the other drain to claim, not for this worker's queue (otherwise the first drain to claim
+    after a start takes the whole limit and keeps it by handing slots over)."""
+    api = waiting_calls(workspace, 4 * (1 + leases.QUEUE_DEPTH) + 10, concurrency_limit=2)
+    claimed = helpers.claim(queue=True)
+    assert sum(c.holds_slot for c in claimed) == 2
+    destinations.update_destination(api, concurrency_limit=6)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        for slot in (0, 1):  # two drains alive: a share of ceil(6 / 2) = 3 each
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [kick.ADVISORY_CLASS, slot])
+        promoted: set[int] = set()
+        again = helpers.claim(queue=True, promoted=promoted)
+        other.execute("SELECT pg_advisory_unlock_all()")
+    assert sum(c.holds_slot for c in again) == 1, "one READY step takes the one slot left of the share"
+    assert promoted == set(), "the other three free slots wait for the other drain"
+    assert holders(api) == 3
+    assert Step.objects.filter(destination=api, status="READY").exists()
