@@ -21,10 +21,12 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = os.environ.get("SB_BENCH_DB", "schemabridge_bench")
 
+# The worker registry too: the previous run's cluster was SIGKILLed, and its registrations
+# would count as drain slots until their TTL (30 s) passed.
 ENGINE_TABLES = [
     "executions_event", "executions_payload", "executions_payloadusage", "executions_fanout",
     "executions_destinationcall", "executions_step", "executions_execution", "executions_quotausage",
-    "django_q_ormq", "django_q_task",
+    "executions_workerprocess", "django_q_ormq", "django_q_task",
 ]
 
 
