@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -364,18 +365,12 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
         step_ids, waiting = [step_id for step_id, _, _ in rows], False
         queued = [step_id for step_id, _, holds in rows if not holds]
     claimed = _claim(cursor, step_ids, queued)
+    found = Counter(step.destination_id for step in claimed if step.destination_id is not None)
     # A destination whose candidates fell short of its budget has no READY step left (unless
     # the overall limit cut the candidates short).
-    found: dict[int, int] = {}
-    for step in claimed:
-        if step.destination_id is not None:
-            found[step.destination_id] = found.get(step.destination_id, 0) + 1
-    exhausted = set() if len(rows) >= limit else {b.id for b in every if found.get(b.id, 0) < b.free + b.queue}
+    exhausted = set() if len(rows) >= limit else {b.id for b in every if found[b.id] < b.free + b.queue}
     _promote(cursor, every, claimed, worker, promoted, exhausted=exhausted)
-    counts: dict[int, int] = {}
-    for step in claimed:
-        if (destination := step.destination_id) is not None and destination in rated:
-            counts[destination] = counts.get(destination, 0) + 1
+    counts = {destination: n for destination, n in found.items() if destination in rated}
     if counts:
         cursor.execute(SPEND_RATE_TOKENS, {"ids": list(counts), "claimed": list(counts.values())})
     return claimed, waiting
@@ -390,14 +385,12 @@ def _promote(cursor: Any, budgets: list[Budget], claimed: list[ClaimedStep], wor
     left (``exhausted``: the claim found fewer than its budget), up to the limit: steps
     already queued here can run nowhere else, and a drain with nothing to claim (it stays
     alive while others' leases run) would otherwise hold the rest idle."""
-    taken: dict[int, int] = {}
-    for step in claimed:
-        if step.holds_slot and step.destination_id is not None:
-            taken[step.destination_id] = taken.get(step.destination_id, 0) + 1
-    left = [(b.id, min((b.open or 0) if b.id in exhausted else b.free, (b.open or 0)) - taken.get(b.id, 0))
-            for b in budgets]
-    left = [(destination, min(n, b.queued)) for (destination, n), b in zip(left, budgets, strict=True)]
-    left = [(destination, n) for destination, n in left if n > 0]
+    taken = Counter(step.destination_id for step in claimed if step.holds_slot and step.destination_id is not None)
+    left = []
+    for b in budgets:
+        room = (b.open or 0) if b.id in exhausted else min(b.free, b.open or 0)
+        if (n := min(room - taken[b.id], b.queued)) > 0:
+            left.append((b.id, n))
     if not left:
         return
     cursor.execute(PROMOTE_QUEUED, {"dest_ids": [d for d, _ in left], "dest_free": [n for _, n in left],

@@ -204,10 +204,24 @@ class StepLoop:
     def submit(self, coroutine: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
-    def cancel(self, task: asyncio.Task[Any]) -> None:
-        """Cancel a task of this loop from any thread (nothing to do once the loop closed)."""
-        with suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(task.cancel)
+    def start(self, coroutine: Any, future: Future[Any]) -> None:
+        """Run ``coroutine`` on the loop, its result or exception settling ``future``; a
+        cancelled ``future`` cancels it. Called on the loop's own thread (a call ended and its
+        slot's next step starts), the task is created directly — the next turn of the loop —
+        not through the thread-safe hand-off, which takes two turns, each a chance to wait
+        for the interpreter lock."""
+        if threading.current_thread() is self.thread:
+            task = self.loop.create_task(coroutine)
+            task.add_done_callback(lambda done: _settle(future, done.result))
+
+            def cancel() -> None:
+                with suppress(RuntimeError):  # the loop has closed: nothing runs any more
+                    self.loop.call_soon_threadsafe(task.cancel)
+        else:
+            inner = self.submit(coroutine)
+            inner.add_done_callback(lambda done: _settle(future, done.result))
+            cancel = inner.cancel  # type: ignore[assignment]
+        future.add_done_callback(lambda done: cancel() if done.cancelled() else None)
 
     def shutdown(self) -> None:
         """Cancel what still runs (results after a drain ends are fenced off anyway), close
@@ -515,17 +529,7 @@ class Drain:
                 if future.cancelled():  # timed out or shut down while queued
                     gate.release()
                     return
-                if threading.current_thread() is loop.thread:
-                    # A call ended on the loop and its slot goes to this step: start it on
-                    # the next turn of the loop, not through the thread-safe hand-off (which
-                    # takes two turns, each a chance to wait for the interpreter lock).
-                    task = loop.loop.create_task(call())
-                    task.add_done_callback(lambda done: _settle(future, done.result))
-                    future.add_done_callback(lambda done: loop.cancel(task) if done.cancelled() else None)
-                    return
-                inner = loop.submit(call())
-                inner.add_done_callback(lambda done: _settle(future, done.result))
-                future.add_done_callback(lambda done: inner.cancel() if done.cancelled() else None)
+                loop.start(call(), future)
         else:
             def work() -> None:
                 try:
@@ -882,6 +886,7 @@ def drain() -> int:
     """Task: drain ready steps while there is work (see the module doc)."""
     close_old_connections()
     _share_the_interpreter()
+    _freeze_the_start_up_heap()
     try:
         slot = _take_slot()
     except (OperationalError, InterfaceError):
@@ -917,7 +922,6 @@ def _share_the_interpreter() -> None:
     seconds = float(settings.SB["GIL_SWITCH_SECONDS"])
     if seconds > 0 and sys.getswitchinterval() != seconds:
         sys.setswitchinterval(seconds)
-    _freeze_the_start_up_heap()
 
 
 def _freeze_the_start_up_heap() -> None:

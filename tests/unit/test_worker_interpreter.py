@@ -38,7 +38,7 @@ def test_the_default_is_one_millisecond():
     assert SB["GIL_SWITCH_SECONDS"] == pytest.approx(0.001)
 
 
-def test_the_first_drain_of_a_process_freezes_the_start_up_heap(monkeypatch, switch_interval):
+def test_the_first_drain_of_a_process_freezes_the_start_up_heap(monkeypatch):
     """gc.freeze once: the objects alive at the first drain stay out of every later full
     collection, which otherwise stopped the whole process for ~170 ms at a time."""
     import gc
@@ -46,10 +46,10 @@ def test_the_first_drain_of_a_process_freezes_the_start_up_heap(monkeypatch, swi
     monkeypatch.setattr(worker, "_heap_frozen", False)
     before = gc.get_freeze_count()
     try:
-        worker._share_the_interpreter()
+        worker._freeze_the_start_up_heap()
         frozen = gc.get_freeze_count()
         assert frozen > before
-        worker._share_the_interpreter()
+        worker._freeze_the_start_up_heap()
         assert gc.get_freeze_count() == frozen, "a later drain freezes nothing more"
     finally:
         gc.unfreeze()
