@@ -11,7 +11,31 @@ import time
 from typing import Any
 
 
-class LatencyServer:
+class _Counts:
+    """A LatencyServer's figures, kept by its one loop thread (no lock needed)."""
+
+    FIELDS = ("in_flight", "peak", "answered", "busy", "changed_at", "first_at", "last_at")
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.in_flight = self.peak = self.answered = 0
+        self.busy = 0.0  # the integral of in_flight over time (slot-seconds used)
+        self.changed_at = 0.0
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+
+    def count(self, delta: int) -> None:
+        now = time.monotonic()
+        if self.changed_at:
+            self.busy += self.in_flight * (now - self.changed_at)
+        self.changed_at = now
+        self.in_flight += delta
+        if delta > 0:
+            self.peak = max(self.peak, self.in_flight)
+            self.first_at = self.first_at or now
+
+
+class LatencyServer(_Counts):
     """A keep-alive HTTP/1.1 server on 127.0.0.1 that answers every request with
     ``{"ok": true}`` after ``latency`` seconds, counting requests in flight.
 
@@ -23,12 +47,7 @@ class LatencyServer:
     when it stops (monotonic clock times: one clock for every process)."""
 
     def __init__(self, latency: float) -> None:
-        self.latency = latency
-        self.in_flight = self.peak = self.answered = 0
-        self.busy = 0.0  # the integral of in_flight over time (slot-seconds used)
-        self.changed_at = 0.0
-        self.first_at: float | None = None
-        self.last_at: float | None = None
+        super().__init__(latency)  # the figures, filled in by stop()
         self.port = 0
         self._pipe: Any = None
         self._process: Any = None
@@ -61,29 +80,6 @@ class LatencyServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-
-class _Counts:
-    """A LatencyServer's figures, kept by its one loop thread (no lock needed)."""
-
-    FIELDS = ("in_flight", "peak", "answered", "busy", "changed_at", "first_at", "last_at")
-
-    def __init__(self, latency: float) -> None:
-        self.latency = latency
-        self.in_flight = self.peak = self.answered = 0
-        self.busy = self.changed_at = 0.0
-        self.first_at: float | None = None
-        self.last_at: float | None = None
-
-    def count(self, delta: int) -> None:
-        now = time.monotonic()
-        if self.changed_at:
-            self.busy += self.in_flight * (now - self.changed_at)
-        self.changed_at = now
-        self.in_flight += delta
-        if delta > 0:
-            self.peak = max(self.peak, self.in_flight)
-            self.first_at = self.first_at or now
 
 
 def _serve(latency: float, pipe: Any) -> None:

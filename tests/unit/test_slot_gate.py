@@ -20,13 +20,19 @@ def gate_with(started: list[int]) -> tuple[SlotGate, Callable[..., None]]:
     return gate, step
 
 
-def test_a_step_starts_only_in_a_free_slot_and_the_next_takes_a_slot_when_a_call_ends():
-    started: list[int] = []
+def two_slots_two_queued(started: list[int]) -> SlotGate:
+    """Steps 1 and 2 claimed into slots, 3 and 4 queued behind them."""
     gate, step = gate_with(started)
     step(1, holds_slot=True)
     step(2, holds_slot=True)
     step(3, holds_slot=False)
     step(4, holds_slot=False)
+    return gate
+
+
+def test_a_step_starts_only_in_a_free_slot_and_the_next_takes_a_slot_when_a_call_ends():
+    started: list[int] = []
+    gate = two_slots_two_queued(started)
     assert started == [1, 2], "two slots: two calls; the queued steps wait"
     assert (gate.slots, gate.active) == (2, 2)
     gate.release()  # call 1 ended: its slot goes to the first queued step at once
@@ -87,11 +93,7 @@ def test_a_call_that_ends_while_the_drain_commits_starts_the_next_queued_step_at
     step 1 (handing its slot to step 3), step 2's call ends: step 4, queued, must start in
     step 2's slot then and there — not wait for the commit to finish."""
     started: list[int] = []
-    gate, step = gate_with(started)
-    step(1, holds_slot=True)
-    step(2, holds_slot=True)
-    step(3, holds_slot=False)
-    step(4, holds_slot=False)
+    gate = two_slots_two_queued(started)
     gate.release()  # call 1 ended: step 3 runs in its slot
     assert started == [1, 2, 3]
     finished = _entry(1, gate, holds_slot=True, admitted=1.0)
