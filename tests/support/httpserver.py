@@ -50,6 +50,7 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self) -> None:
             recorder.enter()
+            left = False
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
@@ -60,13 +61,19 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                     return
                 status, payload = self._route(body)
                 data = json.dumps(payload).encode()
+                # The call ends for the client as these bytes arrive, and it may send its next
+                # request at once: count this one out before answering, or a fast client's next
+                # request can be counted while this thread has not yet got back from the write.
+                recorder.leave()
+                left = True
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
             finally:
-                recorder.leave()
+                if not left:
+                    recorder.leave()
 
         def _stream(self) -> bool:
             """Answer the paths whose bodies are not one JSON document; False for the others."""
