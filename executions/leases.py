@@ -154,14 +154,18 @@ PROMOTE_QUEUED = """
 # never above the destination's limit, which may have been lowered meanwhile: that limit
 # then takes effect as calls end. (A take-over never raises the count of slots held, so a
 # concurrent claim, which counts the committing steps as holders, cannot overshoot with it.)
+# Both CTEs are MATERIALIZED and ``s.id = ANY(...)`` bounds the scan (as in FENCE): inlined,
+# the planner re-ran ``room``'s count for every taker and walked every RUNNING step of the
+# table against the input list — 60-90 ms per commit at a limit of 256, most of the
+# database's time in `bench destination` (docs/performance.md, "Fifth pass").
 TAKE_OVER_SLOTS = """
-    WITH taker AS (
+    WITH taker AS MATERIALIZED (
         SELECT s.id, s.destination_id,
                row_number() OVER (PARTITION BY s.destination_id ORDER BY l.n) AS n
         FROM executions_step s
         JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) WITH ORDINALITY AS l(id, token, n) ON s.id = l.id
-        WHERE s.lease_token = l.token AND s.status = 'RUNNING' AND NOT s.holds_slot
-    ), room AS (
+        WHERE s.id = ANY(%(ids)s) AND s.lease_token = l.token AND s.status = 'RUNNING' AND NOT s.holds_slot
+    ), room AS MATERIALIZED (
         SELECT d.id, d.concurrency_limit - (SELECT count(*) FROM executions_step r
                                             WHERE r.destination_id = d.id AND r.status = 'RUNNING'
                                               AND r.holds_slot) AS n
@@ -188,10 +192,14 @@ SPEND_RATE_TOKENS = """
 # RUNNING with the same token — locked in id order for the rest of the caller's transaction,
 # so no reaper, cancel or other worker can move them before the caller commits. Every
 # commit of a worker's result goes through it; a stale worker's lease matches nothing.
+# ``s.id = ANY(...)``: the statistics often say no step is RUNNING (they were taken between
+# fan-outs), so the planner drives the join from the RUNNING partial index and compares every
+# running step with every lease given; the key condition keeps that scan to the given rows
+# (or lets the planner use the primary key): 14-60 ms → ~1 ms with ~800 steps RUNNING.
 FENCE = """
     SELECT s.id FROM executions_step s
     JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS l(id, token) ON s.id = l.id
-    WHERE s.lease_token = l.token AND s.status = 'RUNNING'
+    WHERE s.id = ANY(%(ids)s) AND s.lease_token = l.token AND s.status = 'RUNNING'
     ORDER BY s.id
     FOR UPDATE OF s
 """
