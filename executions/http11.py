@@ -1,11 +1,15 @@
-"""The event-loop transport of ``outbound.fetch_async``: HTTP/1.1 on asyncio streams, framed
-by h11, with a keep-alive pool per destination.
+"""The event-loop transport of ``outbound.fetch_async``: HTTP/1.1 on asyncio streams, with a
+keep-alive pool per destination. Requests are written here (their parts checked first);
+answers are framed by ``httptools`` (llhttp, the C parser Node.js uses).
 
 Why not ``httpx.AsyncClient``: on this path a worker keeps hundreds of calls in flight on one
 thread, and httpx's layers (client, transport, httpcore's pool, anyio) cost several times
 the CPU of the call itself; the pool's bookkeeping alone grows with requests × connections
-(docs/performance.md, "Destinations"). What is left here is the protocol (h11: the same
-parser httpcore uses), the sockets (asyncio), and a list of idle connections.
+(docs/performance.md, "Destinations"). What is left here is the protocol, the sockets
+(asyncio), and a list of idle connections. The protocol was h11 (the pure-Python parser
+httpcore uses) until it cost 125 µs per exchange, most of an HTTP step's time on the loop;
+writing the request and parsing the answer with llhttp costs about 5 µs (docs/performance.md,
+"Fifth pass").
 
 It keeps ``outbound``'s contracts, which its callers and tests rely on:
 
@@ -28,14 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import h11
+import httptools
 
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept
 MAX_IDLE = 512  # idle connections kept per pool: a destination's limit bounds the calls in flight
@@ -69,7 +74,6 @@ class Answer:
 class Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    protocol: h11.Connection = field(default_factory=lambda: h11.Connection(h11.CLIENT))
     idle_since: float = 0.0
 
     def usable(self, now: float) -> bool:
@@ -142,61 +146,124 @@ def _idle(pool: list[Connection]) -> Connection | None:
     return None
 
 
+# RFC 9110: a method and a header name are tokens; a field value has no CR, LF or NUL (and no
+# whitespace at either end, which a parser would strip); a request target has no whitespace
+# or control character (it comes percent-encoded from outbound._target).
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(rb"(?:[^\x00-\x20\x7f](?:[^\x00-\x08\x0a-\x1f\x7f]*[^\x00-\x20\x7f])?)?")
+_TARGET = re.compile(rb"[^\x00-\x20\x7f]+")
+
+
+def request_bytes(method: str, target: bytes, headers: list[tuple[str, str]], body: bytes) -> bytes:
+    """The request as sent: its line, its headers in order, the body (the caller has set
+    Host and Content-Length). Raises RequestRefused for anything that could not be framed as
+    given — a line break in a header value would start a header of the caller's choosing."""
+    lines = [method.encode("ascii", "replace"), b" ", target, b" HTTP/1.1\r\n"]
+    if not _TOKEN.fullmatch(lines[0]):
+        raise RequestRefused(f"the request is not valid HTTP/1.1: method {method!r}")
+    if not _TARGET.fullmatch(target):
+        raise RequestRefused(f"the request is not valid HTTP/1.1: target {target!r}")
+    for name, value in headers:
+        raw_name, raw_value = name.encode("latin-1", "replace"), value.encode("latin-1", "replace")
+        if not _TOKEN.fullmatch(raw_name):
+            raise RequestRefused(f"the request is not valid HTTP/1.1: header name {name!r}")
+        if not _FIELD_VALUE.fullmatch(raw_value):
+            raise RequestRefused(f"the request is not valid HTTP/1.1: the value of header {name!r}")
+        lines += (raw_name, b": ", raw_value, b"\r\n")
+    lines += (b"\r\n", body)
+    return b"".join(lines)
+
+
+class _Reading:
+    """httptools' callbacks for one answer: its status, headers and body as they arrive.
+    Interim answers (1xx) are skipped; ``done`` once the final one has ended."""
+
+    __slots__ = ("parser", "headers", "chunks", "size", "headers_done", "done", "after", "keep_alive")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.headers_done = False  # the final answer's headers are complete
+        self.done = False
+        self.after = False  # bytes came after the answer ended: the connection is not reused
+        self.keep_alive = False  # both sides mean to keep the connection (asked at the answer's end)
+
+    def on_message_begin(self) -> None:
+        self.after = self.after or self.done
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        if not self.done:
+            self.headers_done = not self._interim()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.done:
+            self.size += len(body)
+            self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.done:
+            return
+        if self._interim():  # a 1xx: its headers are not the answer's
+            self.headers.clear()
+        else:
+            self.done = True
+            self.keep_alive = self.parser.should_keep_alive()
+
+    def _interim(self) -> bool:
+        return 100 <= self.parser.get_status_code() < 200
+
+    def body_to_eof(self) -> bool:
+        """The answer's body runs to the end of the connection (no length, not chunked)."""
+        if any(name == b"content-length" for name, _ in self.headers):
+            return False
+        return not any(name == b"transfer-encoding" for name, _ in self.headers)
+
+
 async def _over(conn: Connection, pool: list[Connection], method: str, target: bytes,
                 headers: list[tuple[str, str]], body: bytes, max_bytes: int,
                 too_large: Callable[[str], Exception], *, fresh: bool = False) -> Answer:
     keep = False
     received = False
     try:
-        protocol = conn.protocol
-        try:
-            data = protocol.send(h11.Request(method=method, target=target, headers=headers))
-            if body:
-                data += protocol.send(h11.Data(data=body))
-            data += protocol.send(h11.EndOfMessage())
-        except h11.LocalProtocolError as error:
-            raise RequestRefused(f"the request is not valid HTTP/1.1: {error}") from None
-        conn.writer.write(data or b"")
+        conn.writer.write(request_bytes(method, target, headers, body))
         await conn.writer.drain()
-        while True:
-            event = protocol.next_event()
-            if event is h11.NEED_DATA:
-                chunk = await conn.reader.read(READ_CHUNK)
-                received = received or bool(chunk)
-                protocol.receive_data(chunk)
-                continue
-            if isinstance(event, h11.Response):
-                break
-            if isinstance(event, h11.ConnectionClosed):
-                raise h11.RemoteProtocolError("the server closed the connection without answering")
-            # An InformationalResponse (1xx) is skipped; nothing else comes before the answer.
-        answer = Answer(event.status_code, list(event.headers))
-        declared = answer.header(b"content-length")
-        if declared.isdigit() and int(declared) > max_bytes:
-            raise too_large(f"the response is {int(declared):,} bytes; the limit is {max_bytes:,}")
-        if answer.header(b"content-encoding").strip().lower() not in ("", "identity"):
-            return answer  # the caller refuses it; the body is never read (the connection closes)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            event = protocol.next_event()
-            if event is h11.NEED_DATA:
-                protocol.receive_data(await conn.reader.read(READ_CHUNK))
-            elif isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > max_bytes:
-                    raise too_large(f"the response exceeded {max_bytes:,} bytes")
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            else:  # ConnectionClosed before the end: h11 raises for a short body; be safe
-                raise h11.RemoteProtocolError("the server closed the connection mid-answer")
-        answer.content = b"".join(chunks)
-        if protocol.our_state is h11.DONE and protocol.their_state is h11.DONE:
-            protocol.start_next_cycle()
-            keep = True
+        reading = _Reading()
+        checked = False
+        while not reading.done:
+            chunk = await conn.reader.read(READ_CHUNK)
+            if not chunk:
+                if reading.headers_done and reading.body_to_eof():
+                    break  # the end of the connection ends the body (never reused)
+                raise ConnectionResetError("the server closed the connection "
+                                           + ("mid-answer" if received else "without answering"))
+            received = True
+            try:
+                reading.parser.feed_data(chunk)
+            except httptools.HttpParserUpgrade:
+                raise _ProtocolError("the server switched protocols, which was not asked for") from None
+            except httptools.HttpParserError as error:
+                raise _ProtocolError(f"a malformed answer ({error})") from None
+            if reading.headers_done and not checked:
+                checked = True
+                answer = Answer(reading.parser.get_status_code(), reading.headers)
+                declared = answer.header(b"content-length")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise too_large(f"the response is {int(declared):,} bytes; the limit is {max_bytes:,}")
+                if answer.header(b"content-encoding").strip().lower() not in ("", "identity"):
+                    return answer  # the caller refuses it; the body is never read (the connection closes)
+                if method == "HEAD":
+                    return answer  # no body follows, whatever the headers say (not reused)
+            if reading.size > max_bytes:
+                raise too_large(f"the response exceeded {max_bytes:,} bytes")
+        answer = Answer(reading.parser.get_status_code(), reading.headers, b"".join(reading.chunks))
+        keep = reading.done and not reading.after and reading.keep_alive
         return answer
-    except (OSError, ssl.SSLError, asyncio.IncompleteReadError, h11.RemoteProtocolError) as error:
+    except (OSError, ssl.SSLError, asyncio.IncompleteReadError, _ProtocolError) as error:
         if not fresh and not received:
             raise _StaleConnection() from error
         raise TransportError(_describe(error)) from error
@@ -206,6 +273,10 @@ async def _over(conn: Connection, pool: list[Connection], method: str, target: b
             pool.append(conn)
         else:
             conn.close()
+
+
+class _ProtocolError(Exception):
+    """The server's bytes are not an HTTP/1.1 answer."""
 
 
 def _describe(error: BaseException) -> str:

@@ -215,3 +215,61 @@ def test_the_host_header_names_the_host_and_a_non_default_port(allow_loopback):
     assert port.isdigit()
     assert request.startswith("GET /p%20q?x=1 HTTP/1.1\r\n")
     assert "user-agent: mine" in request and http11.USER_AGENT not in request, "the caller's header wins"
+
+
+def test_a_body_that_runs_to_the_end_of_the_connection_is_read_and_not_kept(allow_loopback):
+    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"to\":")
+        await writer.drain()
+        writer.write(b" \"eof\"}")  # no length, not chunked: the close ends the body
+
+    async def scenario() -> tuple[Any, int]:
+        async with RawServer(until_close) as server:
+            fetched = await outbound.fetch_async("GET", f"{server.url}/x", timeout=5, pool="d")
+            port = int(server.url.rsplit(":", 1)[1])
+            return fetched.body(), len(http11._pools[asyncio.get_running_loop()][("d", ("http", "127.0.0.1", port))])
+    assert run(scenario()) == ({"to": "eof"}, 0)
+
+
+@pytest.mark.parametrize("tail", [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", b""],
+                         ids=["bytes-after-the-answer", "connection-close"])
+def test_a_connection_is_kept_only_after_a_clean_keep_alive_answer(allow_loopback, tail):
+    async def answer_then(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
+        while True:
+            await server.read_request(reader)
+            extra = b"" if tail else b"Connection: close\r\n"
+            writer.write(answer(b"{}", extra=extra) + tail)
+            await writer.drain()
+
+    async def scenario() -> tuple[int, int]:
+        async with RawServer(answer_then) as server:
+            for _ in range(2):
+                await outbound.fetch_async("GET", f"{server.url}/x", timeout=5, pool="d")
+            return server.connections, len(server.requests)
+    assert run(scenario()) == (2, 2), "each call opened a connection of its own"
+
+
+def test_a_malformed_answer_is_a_transport_error(allow_loopback):
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 OK 200\r\nContent-Length: x\r\n\r\n")
+        await writer.drain()
+
+    async def scenario() -> None:
+        async with RawServer(garbage) as server:
+            await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
+    with pytest.raises(outbound.TransportError, match="malformed answer"):
+        run(scenario())
+
+
+@pytest.mark.parametrize("name, value", [("X-A", " leading"), ("X-A", "nul\x00"), ("X A", "1"), ("X:A", "1"),
+                                         ("X-A", "line\nbreak")])
+def test_headers_that_cannot_be_framed_are_refused_before_sending(name, value):
+    with pytest.raises(http11.RequestRefused, match=r"not valid HTTP/1\.1"):
+        http11.request_bytes("GET", b"/x", [(name, value)], b"")
+
+
+def test_a_request_is_written_as_given():
+    written = http11.request_bytes("POST", b"/a?b=1", [("Host", "h:8"), ("X-Empty", ""), ("X-Tab", "a\tb c")], b"{}")
+    assert written == b"POST /a?b=1 HTTP/1.1\r\nHost: h:8\r\nX-Empty: \r\nX-Tab: a\tb c\r\n\r\n{}"
