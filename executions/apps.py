@@ -8,7 +8,9 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from executions import outbound, runtime, worker  # noqa: F401 - outbound registers a system check
+        from executions import outbound, pgarrays, runtime, worker  # noqa: F401 - outbound registers a system check
+
+        pgarrays.install()  # array parameters as literals at C speed (before any connection opens)
 
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
         runtime.install()  # before qcluster builds its queues: a SIGKILLed idle worker must not wedge them

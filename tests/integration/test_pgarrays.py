@@ -1,0 +1,68 @@
+"""Array parameters written by executions.pgarrays: the same values reach PostgreSQL as with
+psycopg's own list dumper, for every kind it handles and every kind it hands back."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+
+import pytest
+from django.db import connection
+
+from executions import pgarrays
+
+pytestmark = pytest.mark.django_db
+
+AWKWARD = ['plain', '', 'NULL', 'null', 'with "quotes"', 'back\\slash', '\\"', 'a,b', '{braces}', ' padded ',
+           "it's", 'tab\there', 'line\nbreak', 'ünïcødé ✓', '{"json": ["x", 1]}']
+
+
+def roundtrip(sql: str, values: list) -> list:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [values])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("sql, values", [
+    ("SELECT %s::bigint[]", [1, -2, 3_000_000_000, 0]),
+    ("SELECT %s::bigint[]", [1, None, 3]),
+    ("SELECT %s::uuid[]", [uuid.UUID(int=1), None, uuid.uuid4()]),
+    ("SELECT %s::text[]", AWKWARD),
+    ("SELECT %s::text[]", [None, "x", None]),
+    ("SELECT %s::varchar[]", AWKWARD),
+    ("SELECT %s::jsonb[]", ['{"a": "b\\"c"}', '[1, "\\\\"]']),
+    ("SELECT %s::int[]", []),
+    ("SELECT %s::text[]", [None, None]),
+], ids=["ints", "ints-with-null", "uuids", "awkward-text", "text-with-null", "varchar", "json-text", "empty",
+        "only-nulls"])
+def test_flat_lists_arrive_unchanged(sql, values):
+    assert pgarrays.literal(values) is not None, "written by the fast path"
+    got = roundtrip(sql, values)
+    if sql.endswith("jsonb[]"):  # Django's connections load jsonb as text (JSONField decodes it)
+        assert [json.loads(g) for g in got] == [json.loads(v) for v in values]
+    else:
+        assert got == values
+
+
+@pytest.mark.parametrize("sql, values", [
+    ("SELECT %s::bool[]", [True, False, None]),
+    ("SELECT %s::float8[]", [0.5, 1e-9, None]),
+    ("SELECT %s::int[][]", [[1, 2], [3, 4]]),
+    ("SELECT %s::timestamptz[]", [datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)]),
+], ids=["bools", "floats", "nested", "datetimes"])
+def test_other_lists_go_to_psycopgs_own_dumper_and_arrive_unchanged(sql, values):
+    assert pgarrays.literal(values) is None
+    assert roundtrip(sql, values) == values
+
+
+def test_mixed_kinds_are_not_written_by_the_fast_path():
+    assert pgarrays.literal([1, "1"]) is None
+    assert pgarrays.literal([1, True]) is None
+
+
+def test_django_connections_use_it():
+    with connection.cursor() as cursor:
+        adapters = cursor.connection.adapters
+        from psycopg.adapt import PyFormat
+        assert adapters.get_dumper(list, PyFormat.TEXT) is pgarrays.FlatListDumper
