@@ -8,9 +8,9 @@ dumper call, a regular-expression search and, for text, a substitution per eleme
 `bench destination` that was a fifth of a worker's interpreter time (docs/performance.md,
 "Fifth pass").
 
-``FlatListDumper`` writes flat lists of ints, UUIDs and strings (None as NULL) with a join
-over ``str`` — every string quoted, its backslashes and double quotes escaped, as the
-array input syntax asks — and leaves anything else (nested lists, floats, dates, bools,
+``FlatListDumper`` writes flat lists of ints, UUIDs, strings and bools (None as NULL) with a
+join over ``str`` — every string quoted, its backslashes and double quotes escaped, as the
+array input syntax asks — and leaves anything else (nested lists, floats, dates, enums,
 mixed types) to psycopg's own dumper. The array's type (its oid) is chosen exactly as
 before. Registered for text-format lists on psycopg's global adapters (``install``, from
 ``ExecutionsConfig.ready``), so every connection Django opens afterwards uses it.
@@ -37,8 +37,8 @@ def _quoted(value: str) -> str:
 
 
 def literal(values: list[Any]) -> str | None:
-    """The array literal of a flat list of ints, UUIDs or strings (None: NULL), or None when
-    the list holds anything else."""
+    """The array literal of a flat list of ints, UUIDs, strings or bools (None: NULL), or None
+    when the list holds anything else (subclasses such as enums included)."""
     kinds = {type(value) for value in values}
     nulls = _NONE in kinds
     kinds.discard(_NONE)
@@ -51,6 +51,8 @@ def literal(values: list[Any]) -> str | None:
         return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
     if kind is str:
         return "{" + ",".join("NULL" if value is None else _quoted(value) for value in values) + "}"
+    if kind is bool:
+        return "{" + ",".join("NULL" if value is None else "t" if value else "f" for value in values) + "}"
     if kind is _NONE:
         return "{" + ",".join("NULL" for _ in values) + "}"
     return None

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 from executions import pgarrays
+from executions.models import StepStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +35,9 @@ def roundtrip(sql: str, values: list) -> list:
     ("SELECT %s::jsonb[]", ['{"a": "b\\"c"}', '[1, "\\\\"]']),
     ("SELECT %s::int[]", []),
     ("SELECT %s::text[]", [None, None]),
+    ("SELECT %s::bool[]", [True, False, None]),
 ], ids=["ints", "ints-with-null", "uuids", "awkward-text", "text-with-null", "varchar", "json-text", "empty",
-        "only-nulls"])
+        "only-nulls", "bools"])
 def test_flat_lists_arrive_unchanged(sql, values):
     assert pgarrays.literal(values) is not None, "written by the fast path"
     got = roundtrip(sql, values)
@@ -46,11 +48,11 @@ def test_flat_lists_arrive_unchanged(sql, values):
 
 
 @pytest.mark.parametrize("sql, values", [
-    ("SELECT %s::bool[]", [True, False, None]),
     ("SELECT %s::float8[]", [0.5, 1e-9, None]),
     ("SELECT %s::int[][]", [[1, 2], [3, 4]]),
     ("SELECT %s::timestamptz[]", [datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)]),
-], ids=["bools", "floats", "nested", "datetimes"])
+    ("SELECT %s::text[]", [StepStatus.RUNNING, StepStatus.READY]),
+], ids=["floats", "nested", "datetimes", "enums"])
 def test_other_lists_go_to_psycopgs_own_dumper_and_arrive_unchanged(sql, values):
     assert pgarrays.literal(values) is None
     assert roundtrip(sql, values) == values
