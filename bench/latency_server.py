@@ -14,7 +14,7 @@ from typing import Any
 class _Counts:
     """A LatencyServer's figures, kept by its one loop thread (no lock needed)."""
 
-    FIELDS = ("in_flight", "peak", "answered", "busy", "changed_at", "first_at", "last_at")
+    FIELDS = ("in_flight", "peak", "answered", "busy", "changed_at", "first_at", "last_at", "busy_by_second")
 
     def __init__(self, latency: float) -> None:
         self.latency = latency
@@ -23,16 +23,29 @@ class _Counts:
         self.changed_at = 0.0
         self.first_at: float | None = None
         self.last_at: float | None = None
+        self.busy_by_second: list[float] = []  # ``busy`` per whole second since the first request
 
     def count(self, delta: int) -> None:
         now = time.monotonic()
         if self.changed_at:
             self.busy += self.in_flight * (now - self.changed_at)
+            if self.in_flight and self.first_at is not None:
+                self._spread(self.changed_at - self.first_at, now - self.first_at)
         self.changed_at = now
         self.in_flight += delta
         if delta > 0:
             self.peak = max(self.peak, self.in_flight)
             self.first_at = self.first_at or now
+
+    def _spread(self, start: float, end: float) -> None:
+        """Add ``in_flight`` over [start, end) (seconds since the first request) to the seconds it covers."""
+        while start < end:
+            second = int(start)
+            upto = min(end, second + 1.0)
+            while len(self.busy_by_second) <= second:
+                self.busy_by_second.append(0.0)
+            self.busy_by_second[second] += self.in_flight * (upto - start)
+            start = upto
 
 
 class LatencyServer(_Counts):

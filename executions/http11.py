@@ -178,7 +178,7 @@ class _Reading:
     """httptools' callbacks for one answer: its status, headers and body as they arrive.
     Interim answers (1xx) are skipped; ``done`` once the final one has ended."""
 
-    __slots__ = ("parser", "headers", "chunks", "size", "headers_done", "done", "after", "keep_alive")
+    __slots__ = ("after", "chunks", "done", "headers", "headers_done", "keep_alive", "parser", "size")
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 import psycopg
+from psycopg.abc import Buffer
 from psycopg.types.array import ListDumper
 
 _UUID = uuid.UUID
@@ -62,10 +63,10 @@ class FlatListDumper(ListDumper):
     """psycopg's text-format list dumper, with flat lists of the common kinds written by
     ``literal``."""
 
-    def dump(self, obj: list[Any]) -> bytes | None:  # type: ignore[override]
+    def dump(self, obj: list[Any]) -> Buffer | None:
         if self.delimiter == b"," and (text := literal(obj)) is not None:
             return text.encode(self.connection.info.encoding if self.connection else "utf-8")
-        return super().dump(obj)  # type: ignore[return-value]
+        return super().dump(obj)
 
 
 def install() -> None:

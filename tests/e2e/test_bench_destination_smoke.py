@@ -29,6 +29,13 @@ def test_bench_destination_smoke_is_ok_and_never_exceeds_the_limit(db):
         assert 0 < result["max_in_flight"] <= 8
         assert result["bound_calls_per_s"] == 400.0
         assert set(result) >= {"calls_per_s", "bound_calls_per_s", "utilisation", "max_in_flight", "ok"}
+        # Calls in flight per second of the run: one entry per second begun, never above the
+        # limit, and together the same slot-seconds as the run's mean.
+        by_second = result["in_flight_by_second"]
+        assert len(by_second) == int(result["seconds"]) + 1
+        assert all(0 <= busy <= 8 for busy in by_second)
+        slot_seconds = result["mean_in_flight"] * result["seconds"]
+        assert sum(by_second) == pytest.approx(slot_seconds, abs=0.05 * len(by_second) + 0.1)
     finally:
         params = connection.get_connection_params()
         params["dbname"] = "postgres"
