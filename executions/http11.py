@@ -17,7 +17,9 @@ It keeps ``outbound``'s contracts, which its callers and tests rely on:
   socket to one of them, never to a name; TLS verifies the certificate against the name.
 - **No redirects, no proxies**: nothing here follows a ``Location`` or reads the environment.
 - **Size.** ``Content-Length`` over the cap fails before the body is read; a body without one
-  is counted as it arrives; one byte over fails the call and closes the connection.
+  is counted as it arrives; one byte over fails the call and closes the connection. An
+  answer's head, and its trailer fields, may take ``MAX_HEADER_BYTES`` (64 KiB; the head one
+  read more): a server that never ends its head fails the call instead of filling memory.
 - **Time.** The caller wraps the whole call in one ``asyncio.timeout``; a cancelled call
   closes its connection (it is never handed back half-read).
 
@@ -45,6 +47,7 @@ import httptools
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept
 MAX_IDLE = 512  # idle connections kept per pool: a destination's limit bounds the calls in flight
 READ_CHUNK = 65536
+MAX_HEADER_BYTES = 65536  # an answer's head (status line and fields), and its trailer fields, at most
 USER_AGENT = "SchemaBridge"
 
 
@@ -178,13 +181,16 @@ class _Reading:
     """httptools' callbacks for one answer: its status, headers and body as they arrive.
     Interim answers (1xx) are skipped; ``done`` once the final one has ended."""
 
-    __slots__ = ("after", "chunks", "done", "headers", "headers_done", "keep_alive", "parser", "size")
+    __slots__ = ("after", "chunks", "done", "head_size", "headers", "headers_done", "keep_alive", "parser", "size",
+                 "trailer_size")
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
         self.headers: list[tuple[bytes, bytes]] = []
         self.chunks: list[bytes] = []
         self.size = 0
+        self.head_size = 0  # bytes read before the head ended (at most MAX_HEADER_BYTES + one read)
+        self.trailer_size = 0  # bytes of trailer fields (at most MAX_HEADER_BYTES)
         self.headers_done = False  # the final answer's headers are complete
         self.done = False
         self.after = False  # bytes came after the answer ended: the connection is not reused
@@ -194,6 +200,10 @@ class _Reading:
         self.after = self.after or self.done
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.headers_done:  # a trailer field (the head's bytes are counted as they arrive)
+            self.trailer_size += len(name) + len(value) + 4
+            if self.trailer_size > MAX_HEADER_BYTES:
+                return  # the exchange fails after this read (_over)
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
@@ -242,12 +252,18 @@ async def _over(conn: Connection, pool: list[Connection], method: str, target: b
                 raise ConnectionResetError("the server closed the connection "
                                            + ("mid-answer" if received else "without answering"))
             received = True
+            if not reading.headers_done:  # a head that never ends (one endless field included)
+                if reading.head_size > MAX_HEADER_BYTES:
+                    raise _ProtocolError(f"the answer's header fields exceed {MAX_HEADER_BYTES:,} bytes")
+                reading.head_size += len(chunk)
             try:
                 reading.parser.feed_data(chunk)
             except httptools.HttpParserUpgrade:
                 raise _ProtocolError("the server switched protocols, which was not asked for") from None
             except httptools.HttpParserError as error:
                 raise _ProtocolError(f"a malformed answer ({error})") from None
+            if reading.trailer_size > MAX_HEADER_BYTES:
+                raise _ProtocolError(f"the answer's header fields exceed {MAX_HEADER_BYTES:,} bytes")
             if reading.headers_done and not checked:
                 checked = True
                 answer = Answer(reading.parser.get_status_code(), reading.headers)
