@@ -63,9 +63,15 @@ class FlatListDumper(ListDumper):
     """psycopg's text-format list dumper, with flat lists of the common kinds written by
     ``literal``."""
 
+    @property
+    def _encoding(self) -> str:
+        """The connection's encoding, as psycopg's own string dumper chooses it (SQL_ASCII: UTF-8)."""
+        encoding = self.connection.info.encoding if self.connection else "utf-8"
+        return encoding if encoding != "ascii" else "utf-8"
+
     def dump(self, obj: list[Any]) -> Buffer | None:
         if self.delimiter == b"," and (text := literal(obj)) is not None:
-            return text.encode(self.connection.info.encoding if self.connection else "utf-8")
+            return text.encode(self._encoding)
         return super().dump(obj)
 
 
