@@ -602,11 +602,11 @@ class Drain:
 
     def _hand_over(self, finished: list[InFlight]) -> list[InFlight]:
         """The slots of the destination steps about to be committed: each goes to a queued
-        step that already started in it (SlotGate), or is given up now — before the commit,
-        so this drain never counts a slot the database no longer does. Returns the steps
-        that take a slot over in the commit (leases.take_over_slots). (Keeping the taken-over
-        slots counted during the commit let a call ending meanwhile start a queued step, and
-        the limit test then saw one call too many in about one run of four: reverted.)"""
+        step that already started in it (SlotGate) — the gate keeps counting it, so calls
+        that end during the commit start queued steps at once — or is given up now, before
+        the commit, so this drain never counts a slot the database no longer does. Returns
+        the steps that take a slot over in the commit (leases.take_over_slots; ``_commit``
+        takes back from the gate a slot the database refused)."""
         freed: dict[SlotGate, int] = {}
         for entry in finished:
             if entry.gate is not None and entry.holds_slot:
@@ -618,8 +618,10 @@ class Drain:
         started = sorted((e for e in self.in_flight.values() if e.admitted and not e.holds_slot and e.gate in freed),
                          key=lambda e: e.admitted)
         for gate, count in freed.items():
-            takers += [e for e in started if e.gate is gate][:count]
-            gate.resize(-count)
+            taking = [e for e in started if e.gate is gate][:count]
+            takers += taking
+            if count > len(taking):
+                gate.resize(len(taking) - count)
         return takers
 
     def _expire_timeouts(self, finished: list[InFlight]) -> list[tuple[StepRun, Outcome]]:
@@ -656,12 +658,15 @@ class Drain:
                 raise
             self._commit_apart(results, error)
             taken = self._take_over_apart(takers)
-        self._took_over([e for e in takers if e.run.step_id in taken])
+        for entry in takers:
+            if entry.run.step_id in taken:
+                entry.holds_slot = True
+            elif entry.gate is not None:
+                entry.gate.resize(-1)  # counted since _hand_over; the database did not grant it
         self.steps_done += len(results)
 
     def _took_over(self, takers: list[InFlight]) -> None:
-        """Queued steps that took slots over (a commit) or free slots (a claim's promotion):
-        their gates gain them."""
+        """Queued steps that took free slots (a claim's promotion): their gates gain them."""
         for entry in takers:
             entry.holds_slot = True
             if entry.gate is not None:

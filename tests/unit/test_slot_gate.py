@@ -88,6 +88,30 @@ def _drain_with(gate: SlotGate, entries: list[InFlight]) -> Drain:
     return drain
 
 
+def test_a_call_that_ends_while_the_drain_commits_starts_the_next_queued_step_at_once(monkeypatch):
+    """Two slots. Step 1's call ended and step 3 started in its slot; while the drain commits
+    step 1 (handing its slot to step 3), step 2's call ends: step 4, queued, must start in
+    step 2's slot then and there — not wait for the commit to finish."""
+    started: list[int] = []
+    gate = two_slots_two_queued(started)
+    gate.release()  # call 1 ended: step 3 runs in its slot
+    assert started == [1, 2, 3]
+    finished = _entry(1, gate, holds_slot=True, admitted=1.0)
+    taker = _entry(3, gate, holds_slot=False, admitted=2.0)
+    drain = _drain_with(gate, [_entry(2, gate, holds_slot=True, admitted=1.0), taker,
+                               _entry(4, gate, holds_slot=False)])
+
+    def commit(results, takers):
+        gate.release()  # call 2 ends during the commit
+        assert started == [1, 2, 3, 4], "the slot of the ended call went to the queued step at once"
+        return {lease[0] for lease in takers}
+
+    monkeypatch.setattr(drain, "_commit_or_wait", commit)
+    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
+    assert taker.holds_slot, "step 3 took step 1's slot over in the commit"
+    assert (gate.slots, gate.active) == (2, 2)
+
+
 def test_a_slot_the_commit_does_not_hand_over_is_taken_back_from_the_gate(monkeypatch):
     """The limit was lowered meanwhile: the database refuses the take-over, so the gate counts
     one slot less, and nothing more starts until the calls running in it end."""
