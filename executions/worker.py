@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, InvalidStateError, wait
+from concurrent.futures import Future, InvalidStateError
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -322,6 +322,11 @@ class Drain:
         self.queue_ahead = threads > 0
         self.gates: dict[int, SlotGate] = {}  # by destination id
         self.in_flight: dict[Future[Outcome], InFlight] = {}
+        # Every future, as it settles (a done-callback, on whatever thread settles it): a
+        # collect takes what finished from here instead of waiting on every future in flight
+        # (up to DESTINATION_IN_FLIGHT of them, each with a lock to take, on every turn).
+        # Futures no longer in ``in_flight`` (timed out, fenced off, released) are skipped.
+        self.finished: queue.SimpleQueue[Future[Outcome]] = queue.SimpleQueue()
         self.listener: psycopg.Connection[Any] | None = None
         self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
         self.stopping_since: float | None = None
@@ -513,6 +518,7 @@ class Drain:
         else:
             future = self.pool.submit(self._execute, entry)
         self.in_flight[future] = entry
+        future.add_done_callback(self.finished.put)
 
     def _start_gated(self, entry: InFlight, gate: SlotGate, loop: StepLoop | None) -> Future[Outcome]:
         future: Future[Outcome] = Future()
@@ -576,14 +582,12 @@ class Drain:
         """Commit every finished step (one transaction); returns how many were committed."""
         if not self.in_flight:
             return 0
-        timeout = 0.05 if block else 0.0
-        done, running = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
-        if done and running and len(done) < COMMIT_BATCH and self.queue_ahead:
+        done = self._finished(until=time.monotonic() + (0.05 if block else 0.0), enough=1)
+        if done and len(done) < min(COMMIT_BATCH, len(self.in_flight)) and self.queue_ahead:
             # Others are about to finish: let them join this commit (a commit costs the same
             # round trips for one result or fifty). Slots are not kept idle meanwhile: a
             # queued step runs in the slot of a finished one before its commit (SlotGate).
-            wait(running, timeout=COMMIT_LINGER, return_when=ALL_COMPLETED)
-            done = {future for future in self.in_flight if future.done()}
+            done += self._finished(until=time.monotonic() + COMMIT_LINGER, enough=len(self.in_flight) - len(done))
         results: list[tuple[StepRun, Outcome]] = []
         finished: list[InFlight] = []  # leaving this drain: their rows leave RUNNING or are not ours
         for future in done:
@@ -599,6 +603,22 @@ class Drain:
         if results:
             self._commit(results, self._hand_over(finished))
         return len(results)
+
+    def _finished(self, *, until: float, enough: int) -> list[Future[Outcome]]:
+        """The futures of ``in_flight`` that have settled: all there are now, waiting until
+        monotonic time ``until`` for at least ``enough`` of them."""
+        done: list[Future[Outcome]] = []
+        seen: set[Future[Outcome]] = set()
+        while True:
+            try:
+                left = until - time.monotonic()
+                future = self.finished.get_nowait() if len(done) >= enough or left <= 0 else \
+                    self.finished.get(timeout=left)
+            except queue.Empty:
+                return done
+            if future in self.in_flight and future not in seen:
+                seen.add(future)
+                done.append(future)
 
     def _hand_over(self, finished: list[InFlight]) -> list[InFlight]:
         """The slots of the destination steps about to be committed: each goes to a queued
