@@ -229,9 +229,7 @@ class _Reading:
 
     def body_to_eof(self) -> bool:
         """The answer's body runs to the end of the connection (no length, not chunked)."""
-        if any(name == b"content-length" for name, _ in self.headers):
-            return False
-        return not any(name == b"transfer-encoding" for name, _ in self.headers)
+        return not any(name in (b"content-length", b"transfer-encoding") for name, _ in self.headers)
 
 
 async def _over(conn: Connection, pool: list[Connection], method: str, target: bytes,
@@ -254,16 +252,16 @@ async def _over(conn: Connection, pool: list[Connection], method: str, target: b
             received = True
             if not reading.headers_done:  # a head that never ends (one endless field included)
                 if reading.head_size > MAX_HEADER_BYTES:
-                    raise _ProtocolError(f"the answer's header fields exceed {MAX_HEADER_BYTES:,} bytes")
+                    raise _head_too_large()
                 reading.head_size += len(chunk)
-            try:
+            try:  # a bad answer fails this call as a transport error (retryable); its connection closes
                 reading.parser.feed_data(chunk)
             except httptools.HttpParserUpgrade:
                 raise _ProtocolError("the server switched protocols, which was not asked for") from None
             except httptools.HttpParserError as error:
                 raise _ProtocolError(f"a malformed answer ({error})") from None
             if reading.trailer_size > MAX_HEADER_BYTES:
-                raise _ProtocolError(f"the answer's header fields exceed {MAX_HEADER_BYTES:,} bytes")
+                raise _head_too_large()
             if reading.headers_done and not checked:
                 checked = True
                 answer = Answer(reading.parser.get_status_code(), reading.headers)
@@ -293,6 +291,10 @@ async def _over(conn: Connection, pool: list[Connection], method: str, target: b
 
 class _ProtocolError(Exception):
     """The server's bytes are not an HTTP/1.1 answer."""
+
+
+def _head_too_large() -> _ProtocolError:
+    return _ProtocolError(f"the answer's header fields exceed {MAX_HEADER_BYTES:,} bytes")
 
 
 def _describe(error: BaseException) -> str:

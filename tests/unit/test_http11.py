@@ -275,53 +275,26 @@ def test_a_request_is_written_as_given():
     assert written == b"POST /a?b=1 HTTP/1.1\r\nHost: h:8\r\nX-Empty: \r\nX-Tab: a\tb c\r\n\r\n{}"
 
 
-def test_endless_header_fields_fail_the_call_without_being_kept(allow_loopback, monkeypatch):
+ENDLESS_FIELDS = (b"HTTP/1.1 200 OK\r\n", [b"X-Field-%d: " % n + b"v" * 90 + b"\r\n" for n in range(1000)])
+ONE_ENDLESS_FIELD = (b"HTTP/1.1 200 OK\r\nX-Long: ", [b"v" * 100] * 1000)
+TRAILER_FLOOD = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n",
+                 [b"X-Trailer-%d: " % n + b"t" * 90 + b"\r\n" for n in range(100)])
+
+
+@pytest.mark.parametrize("start, pieces", [ENDLESS_FIELDS, ONE_ENDLESS_FIELD, TRAILER_FLOOD],
+                         ids=["endless-fields", "one-endless-field", "trailer-flood"])
+def test_a_head_or_trailer_over_the_cap_fails_the_call(allow_loopback, monkeypatch, start, pieces):
     monkeypatch.setattr(http11, "MAX_HEADER_BYTES", 4096)
 
-    async def headers_forever(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
         await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\n")
-        for n in range(1000):  # 1000 fields of ~100 bytes, and no end of the head
-            writer.write(b"X-Field-%d: " % n + b"v" * 90 + b"\r\n")
+        writer.write(start)
+        for piece in pieces:  # never the end of the head (or of the trailer fields)
+            writer.write(piece)
             await writer.drain()
 
     async def scenario() -> None:
-        async with RawServer(headers_forever) as server:
-            await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
-    with pytest.raises(outbound.TransportError, match="header fields exceed 4,096 bytes"):
-        run(scenario())
-
-
-def test_one_endless_header_field_fails_the_call(allow_loopback, monkeypatch):
-    monkeypatch.setattr(http11, "MAX_HEADER_BYTES", 4096)
-
-    async def endless_field(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nX-Long: ")
-        for _ in range(1000):
-            writer.write(b"v" * 100)
-            await writer.drain()
-
-    async def scenario() -> None:
-        async with RawServer(endless_field) as server:
-            await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
-    with pytest.raises(outbound.TransportError, match="header fields exceed 4,096 bytes"):
-        run(scenario())
-
-
-def test_trailer_fields_count_against_the_cap(allow_loopback, monkeypatch):
-    monkeypatch.setattr(http11, "MAX_HEADER_BYTES", 4096)
-
-    async def trailers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n")
-        for n in range(100):
-            writer.write(b"X-Trailer-%d: " % n + b"t" * 90 + b"\r\n")
-            await writer.drain()
-        writer.write(b"\r\n")
-
-    async def scenario() -> None:
-        async with RawServer(trailers) as server:
+        async with RawServer(flood) as server:
             await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
     with pytest.raises(outbound.TransportError, match="header fields exceed 4,096 bytes"):
         run(scenario())
