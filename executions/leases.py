@@ -84,20 +84,27 @@ LOCK_DESTINATIONS = """
 # commits first takes every freed slot again and the others, and their database connections,
 # stay idle), and the token bucket for the request rate. Live drains hold a drain slot, an
 # advisory lock of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
+# A drain that takes no destination step now (worker.py, "Roles": it runs plain steps while
+# another drain calls) holds an ABSTAIN_CLASS lock too, and does not count.
 # ``open``: the destination's free slots whatever the share (for PROMOTE_QUEUED).
 # ``queue``: how many steps more to claim without a slot (see "Slots" above): enough that
-# this worker's queue matches the slots it will hold; none for a rate-limited destination
-# or an unlimited one (which has no slots to wait for).
+# this worker's queue matches the slots it will hold (at most its share); none for a
+# rate-limited destination or an unlimited one (which has no slots to wait for).
+# ``share``: the caller's fair share (None: unlimited). A drain holding more — it took the
+# whole limit while the other drains abstained — gives the surplus up as its calls end
+# (worker.SlotGate), since hand-overs would otherwise keep every slot with it for good.
 DESTINATION_BUDGETS = """
     WITH drains AS (
-        SELECT greatest(1, count(*)) AS n FROM pg_locks
-        WHERE locktype = 'advisory' AND classid = %(drain_class)s AND granted
+        SELECT greatest(1, count(*) FILTER (WHERE classid = %(drain_class)s)
+                           - count(*) FILTER (WHERE classid = %(abstain_class)s)) AS n FROM pg_locks
+        WHERE locktype = 'advisory' AND classid IN (%(drain_class)s, %(abstain_class)s) AND granted
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
     SELECT d.id, free.n AS free,
            d.rate_per_second IS NOT NULL AS rated, mine.queued,
            CASE WHEN NOT %(queue)s OR d.rate_per_second IS NOT NULL OR d.concurrency_limit IS NULL THEN 0
-                ELSE greatest(0, least(%(depth)s * (mine.held + free.n) - mine.queued, %(limit)s)) END AS queue,
-           greatest(0, d.concurrency_limit - used.held) AS open
+                ELSE greatest(0, least(%(depth)s * least(mine.held + free.n, share.n) - mine.queued,
+                                       %(limit)s)) END AS queue,
+           greatest(0, d.concurrency_limit - used.held) AS open, share.n AS share
     FROM executions_destination d
     CROSS JOIN LATERAL (
         SELECT count(*) AS held FROM executions_step r
@@ -107,10 +114,11 @@ DESTINATION_BUDGETS = """
         FROM executions_step r
         WHERE r.destination_id = d.id AND r.status = 'RUNNING' AND r.leased_by = %(worker)s) mine
     CROSS JOIN LATERAL (
+        SELECT ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int AS n) share
+    CROSS JOIN LATERAL (
         SELECT greatest(0, least(
                -- least() skips NULLs: an unlimited destination falls through to coalesce.
-               coalesce(least(d.concurrency_limit - used.held,
-                              ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int - mine.held),
+               coalesce(least(d.concurrency_limit - used.held, share.n - mine.held),
                         %(limit)s),
                -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
                CASE WHEN d.rate_per_second IS NULL THEN %(limit)s
@@ -288,13 +296,15 @@ def _claim(cursor: Any, step_ids: list[int], queued: list[int] | None = None) ->
 
 def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int | None = None,
           plain_limit: int | None = None, queue: bool = False,
-          promoted: set[int] | None = None) -> list[ClaimedStep]:
+          promoted: set[int] | None = None, shares: dict[int, int | None] | None = None) -> list[ClaimedStep]:
     """Claim up to ``limit`` due steps (call inside a transaction): at most ``plain_limit``
     steps that call no destination and at most ``destination_limit`` that do (both default to
     ``limit``). A destination step claimed into a free slot holds it (S11); with ``queue``
     (a drain that starts queued steps as its calls end, worker.SlotGate) more are claimed
     without a slot, to wait for one (see "Slots" above), and free slots no READY step took go
-    to the caller's queued steps: their ids are added to ``promoted``.
+    to the caller's queued steps: their ids are added to ``promoted``. ``shares`` receives,
+    per destination looked at, how many slots the caller may hold (None: no limit for it now,
+    because the destination is unlimited or no READY step waits for a slot).
 
     Fairness: when both kinds are due, neither starves the other. Plain steps get the first
     half of the room (at least one), destination steps the rest (their slots bound them
@@ -325,7 +335,7 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
             more_plain = len(step_ids) == room
         else:
             taken, waiting = _claim_destinations(cursor, room, alone=alone and not claimed, queue=queue,
-                                                 promoted=promoted)
+                                                 promoted=promoted, shares=shares)
             bound += len(taken)
             more_bound = len(taken) == room
         claimed += taken
@@ -343,10 +353,11 @@ class Budget(NamedTuple):
     queued: int  # this worker's steps there waiting for a slot
     queue: int  # steps more to claim into its queue
     open: int | None  # the destination's free slots, whatever the share (None: unlimited)
+    share: int | None  # the slots this worker may hold while READY steps wait (None: unlimited)
 
 
-def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
-                        promoted: set[int] | None) -> tuple[list[ClaimedStep], bool]:
+def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool, promoted: set[int] | None,
+                        shares: dict[int, int | None] | None = None) -> tuple[list[ClaimedStep], bool]:
     """Up to ``limit`` destination steps within their destinations' free slots and rate
     tokens (and with ``queue``, more to wait for a slot; free slots left over go to steps in
     the caller's queue, added to ``promoted``); and whether a suspect among the candidates
@@ -357,7 +368,8 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
     if not locked:
         return [], False
     cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker,
-                                         "drain_class": kick.ADVISORY_CLASS, "queue": queue, "depth": QUEUE_DEPTH})
+                                         "drain_class": kick.ADVISORY_CLASS,
+                                         "abstain_class": kick.ABSTAIN_CLASS, "queue": queue, "depth": QUEUE_DEPTH})
     every = [Budget(*row) for row in cursor.fetchall()]
     budgets = [b for b in every if b.free + b.queue > 0]
     if not budgets:
@@ -378,6 +390,8 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool,
     # the overall limit cut the candidates short).
     exhausted = set() if len(rows) >= limit else {b.id for b in every if found[b.id] < b.free + b.queue}
     _promote(cursor, every, claimed, worker, promoted, exhausted=exhausted)
+    if shares is not None:
+        shares.update((b.id, None if b.id in exhausted else b.share) for b in every)
     counts = {destination: n for destination, n in found.items() if destination in rated}
     if counts:
         cursor.execute(SPEND_RATE_TOKENS, {"ids": list(counts), "claimed": list(counts.values())})

@@ -11,6 +11,16 @@ in the database, never a fixed sleep — and it exits after ``DRAIN_IDLE_SECONDS
 nothing due, or after ``DRAIN_MAX_SECONDS`` (handing over to a fresh task, well inside
 django-q2's timeout).
 
+**Roles.** With more than one drain alive, calls to destinations and plain work run in
+different processes: the drain of the lowest live slot puts destination steps first and takes
+plain steps only while it has no call in flight; every other drain puts plain steps first
+and takes destination steps only once it has had no plain step in flight for ABSTAIN_LINGER
+(until then it abstains: its
+share of each destination's limit goes to the drains that call; a drain that took a share
+left to it gives it back as its calls end once the others call again, SlotGate.share). A call's answer then never
+waits for an interpreter busy with plain handlers (the GIL), and neither kind starves, since
+each has a drain that puts it first. A drain alone does both. (docs/architecture.md.)
+
 ``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass (the
 one ``sb_gc`` runs, S19), expire uploads and worker registrations, start due cron schedules
 (executions/schedules.py), and make sure a drain runs when work is due. Cluster start-up
@@ -91,6 +101,15 @@ CLAIM_RETRY = 0.2  # seconds before claiming again after an empty claim
 COMMIT_LINGER = 0.02  # seconds a commit waits for more steps to finish while others run
 COMMIT_BATCH = 64  # ... unless this many have finished already
 HELP_RETRY = 1.0  # seconds before a drain with a backlog asks again for help that was refused
+ROLE_CHECK_EVERY = 0.2  # seconds between looks at which drains are alive (see "Roles" above)
+ABSTAIN_LINGER = 1.0  # seconds a drain goes on abstaining after its last plain step (a gap in a backlog)
+
+# The live drains' slots (roles: the lowest one calls destinations first).
+LIVE_DRAINS = """
+    SELECT objid::int FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = %(class)s AND objsubid = 2 AND granted
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
 
 
 @dataclass
@@ -121,6 +140,9 @@ class SlotGate:
     step at once, on whatever thread it ended on, in the slot its own step still holds until
     the drain commits it; that commit hands the slot to the step that took its place
     (leases.take_over_slots), so the database never counts fewer slots than calls run.
+    ``share``: while other drains wait for slots, a call that ends with ``share`` calls or
+    more still running starts nothing: its slot is given up at the commit (Drain._hand_over),
+    so a drain that took the whole limit hands the surplus back as its calls end.
     Thread-safe: calls end on the event loop or on step threads; the drain's thread claims,
     commits and renews."""
 
@@ -130,6 +152,7 @@ class SlotGate:
         self.active = 0
         self.queue: deque[Callable[[], None]] = deque()
         self.valid_until = 0.0  # monotonic time after which nothing starts until a renewal
+        self.share: int | None = None  # the slots this drain may use now (None: all it holds)
 
     def submit(self, start: Callable[[], None], *, holds_slot: bool) -> None:
         """Queue a claimed step's start (a step claimed into a free slot brings the slot)."""
@@ -153,6 +176,12 @@ class SlotGate:
             ready = self._ready()
         self._run(ready)
 
+    def limit_to(self, share: int | None) -> None:
+        with self.lock:
+            self.share = share
+            ready = self._ready()
+        self._run(ready)
+
     def renewed(self, valid_until: float) -> None:
         with self.lock:
             self.valid_until = max(self.valid_until, valid_until)
@@ -162,7 +191,8 @@ class SlotGate:
     def _ready(self) -> list[Callable[[], None]]:
         ready: list[Callable[[], None]] = []
         if self.queue and time.monotonic() < self.valid_until:
-            while self.queue and self.active < self.slots:
+            room = self.slots if self.share is None else min(self.slots, self.share)
+            while self.queue and self.active < room:
                 self.active += 1
                 ready.append(self.queue.popleft())
         return ready
@@ -304,7 +334,8 @@ class Drain:
     """One drain: a claim/run/commit loop over a thread pool (see the module doc)."""
 
     def __init__(self, *, max_seconds: float | None = None, idle_seconds: float | None = None,
-                 threads: int | None = None, batch: int | None = None, linger: bool = True) -> None:
+                 threads: int | None = None, batch: int | None = None, linger: bool = True,
+                 slot: int | None = None) -> None:
         conf = settings.SB
         self.max_seconds = conf["DRAIN_MAX_SECONDS"] if max_seconds is None else max_seconds
         self.idle_seconds = conf["DRAIN_IDLE_SECONDS"] if idle_seconds is None else idle_seconds
@@ -339,6 +370,14 @@ class Drain:
         self.idle_since: float | None = None
         self.trouble_since: float | None = None
         self.troubles = 0
+        # Roles (see the module doc): this drain's slot (None: outside one — a test, a
+        # command — which does both kinds), its role, and its ABSTAIN_CLASS lock if it holds
+        # one (the backend pid that holds it: a reconnect loses session locks).
+        self.slot = slot
+        self.role = "both"
+        self.role_checked_at = -ROLE_CHECK_EVERY
+        self.abstaining_on: int | None = None
+        self.plain_seen_at = -ABSTAIN_LINGER  # monotonic time plain steps were last in flight here
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> int:
@@ -364,6 +403,7 @@ class Drain:
             if self.step_loop is not None:
                 self.step_loop.shutdown()
             self._close_listener()
+            self._stop_abstaining()
         return self.steps_done
 
     def _turn(self) -> bool:
@@ -450,6 +490,20 @@ class Drain:
         # drain has freed a slot itself (a commit) or after CLAIM_RETRY: a plain-only load
         # then pays no destination statements on every turn.
         bound_room = max(0, self.bound_cap - bound) if self._bound_claim_due() else 0
+        role = self._role()
+        if role == "calls" and bound:
+            plain_room = 0  # its calls run on: plain steps are for the other drains
+        now = time.monotonic()
+        if len(self.in_flight) > bound:
+            self.plain_seen_at = now
+        if role == "plain" and now - self.plain_seen_at < ABSTAIN_LINGER:
+            # Its plain steps run on (or ran a moment ago: a gap between two batches of a
+            # backlog must not hand the shares back and forth): destinations are for the
+            # drain that calls.
+            bound_room = 0
+            self._abstain()
+        else:
+            self._stop_abstaining()
         room = plain_room + bound_room
         if room <= 0:
             return 0
@@ -457,15 +511,20 @@ class Drain:
             return 0  # a step that may kill its worker runs alone (leases.py, "Isolation")
         asked_at = time.monotonic()
         promoted: set[int] = set()
+        shares: dict[int, int | None] = {}
         with metrics.timed(metrics.CLAIM_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             claimed = leases.claim(cursor, room, alone=not self.in_flight, plain_limit=plain_room,
-                                   destination_limit=bound_room, queue=self.queue_ahead, promoted=promoted)
+                                   destination_limit=bound_room, queue=self.queue_ahead, promoted=promoted,
+                                   shares=shares)
             runs = engine.load_runs(cursor, claimed)
         if promoted:  # queued steps of ours that took free slots
             self._took_over([e for e in self.in_flight.values() if e.run.step_id in promoted and not e.holds_slot])
         metrics.steps_claimed(runs)
         for run in runs:
             self._start(InFlight(run, holds_slot=run.claimed.holds_slot))
+        for destination, share in shares.items():
+            if (gate := self.gates.get(destination)) is not None:
+                gate.limit_to(share)
         self._renew_gates(asked_at)  # the claim's fresh leases
         if bound_room and not any(run.claimed.destination_id is not None for run in runs):
             self.bound_retry_at = time.monotonic() + CLAIM_RETRY
@@ -478,6 +537,40 @@ class Drain:
             self.helped = kick.request_drain()
             self.help_retry_at = time.monotonic() + HELP_RETRY
         return len(runs)
+
+    def _role(self) -> str:
+        """``both`` (alone, or outside a drain slot), ``calls`` (the lowest live slot) or
+        ``plain`` (see "Roles" in the module doc); looked up every ROLE_CHECK_EVERY."""
+        now = time.monotonic()
+        if self.slot is not None and now - self.role_checked_at >= ROLE_CHECK_EVERY:
+            self.role_checked_at = now
+            with connection.cursor() as cursor:
+                cursor.execute(LIVE_DRAINS, {"class": kick.ADVISORY_CLASS})
+                live = {row[0] for row in cursor.fetchall()} | {self.slot}
+            self.role = "both" if len(live) == 1 else "calls" if self.slot == min(live) else "plain"
+        return self.role
+
+    def _abstain(self) -> None:
+        """Take no destination step for now: the drains that call divide this one's share of
+        each limit among them (an ABSTAIN_CLASS lock, counted by leases.DESTINATION_BUDGETS)."""
+        backend = _backend_pid()
+        if self.slot is None or (backend is not None and self.abstaining_on == backend):
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(TRY_SLOT, {"class": kick.ABSTAIN_CLASS, "slot": self.slot})
+            self.abstaining_on = _backend_pid() if cursor.fetchone()[0] else None
+
+    def _stop_abstaining(self) -> None:
+        if self.abstaining_on is None:
+            return
+        held_on, self.abstaining_on = self.abstaining_on, None
+        if _backend_pid() != held_on:
+            return  # the session that held it is gone, and the lock with it
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(RELEASE_SLOT, {"class": kick.ABSTAIN_CLASS, "slot": self.slot})
+        except DatabaseError:
+            log.warning("could not stop abstaining (the connection is gone, so is the lock)")
 
     def _bound_claim_due(self) -> bool:
         """Claim destination steps now? Not while every destination this drain serves has a
@@ -849,6 +942,11 @@ TRY_SLOT = "SELECT pg_try_advisory_lock(%(class)s, %(slot)s)"
 RELEASE_SLOT = "SELECT pg_advisory_unlock(%(class)s, %(slot)s)"
 
 
+def _backend_pid() -> int | None:
+    """The backend of this thread's database session (None: not connected)."""
+    return connection.connection.info.backend_pid if connection.connection is not None else None
+
+
 def _take_slot() -> int | None:
     """Take a free drain slot (one per live worker process, registry.py), or None."""
     with connection.cursor() as cursor:
@@ -917,7 +1015,7 @@ def drain() -> int:
         return 0
     done = 0
     try:
-        done = _drain_resiliently()
+        done = _drain_resiliently(slot)
     finally:
         _release_slot(slot)
         # Hand over while work or timers remain, and close the race with kicks that found
@@ -957,11 +1055,11 @@ def _freeze_the_start_up_heap() -> None:
         _heap_frozen = True
 
 
-def _drain_resiliently() -> int:
-    """Run a drain; one that gave up on a database gone for good ends this task (a later
-    kick or the tick starts another)."""
+def _drain_resiliently(slot: int) -> int:
+    """Run a drain in ``slot``; one that gave up on a database gone for good ends this task
+    (a later kick or the tick starts another)."""
     try:
-        return Drain().run()
+        return Drain(slot=slot).run()
     except CONNECTION_LOST as error:
         log.warning("the database was unavailable for %ss; this drain ends (%s)", DOWN_FOR_GOOD, error)
         connection.close()
