@@ -179,3 +179,21 @@ def test_an_abstaining_drain_leaves_its_share_of_a_limit_to_the_others(workspace
         other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
         assert len(helpers.claim(100)) == 7, "one of two drains calls: the whole limit is its share"
     assert Step.objects.filter(destination=api, status="RUNNING").count() == 7
+
+
+def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace, live_slots):
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=7)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    for i in range(8):
+        helpers.start(workspace, "call", {"i": i})
+    live_slots(0, 1)
+    shares: dict[int, int | None] = {}
+    assert len(helpers.claim(3, shares=shares)) == 3
+    assert shares == {api.pk: 4}, "ceil(7 / 2) while READY steps wait"
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
+        helpers.claim(3, shares=shares)
+    assert shares == {api.pk: 7}, "the other drain abstains: the whole limit"
+    assert len(helpers.claim(100, queue=True, shares=shares)) == 2, "one slot left, one step queued"
+    assert shares == {api.pk: None}, "no READY step left to wait: no share to keep to"

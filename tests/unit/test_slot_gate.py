@@ -145,3 +145,23 @@ def test_a_finished_step_nobody_took_over_gives_its_slot_up_before_the_commit(mo
     assert seen == [0], "the gate stopped counting the slot before the database gave it up"
     step(2, holds_slot=False)
     assert started == [1], "a step queued afterwards waits for a slot"
+
+
+def test_a_gate_above_its_share_starts_nothing_until_it_is_back_under_it():
+    """A drain that took a share left to it (another drain abstained) gives the surplus back
+    as its calls end once the others call again: no queued step starts while ``share`` calls
+    run, so the finished steps' slots are given up at their commit instead of handed over."""
+    started: list[int] = []
+    gate, step = gate_with(started)
+    for n in (1, 2, 3):
+        step(n, holds_slot=True)
+    step(4, holds_slot=False)
+    step(5, holds_slot=False)
+    assert started == [1, 2, 3]
+    gate.limit_to(2)
+    gate.release()  # call 1 ended: two calls still run, the share
+    assert started == [1, 2, 3], "at its share: the slot is not used again"
+    gate.release()  # call 2 ended: one call runs
+    assert started == [1, 2, 3, 4], "under its share: the next queued step starts"
+    gate.limit_to(None)  # no READY step waits any more: every slot it holds may be used
+    assert started == [1, 2, 3, 4, 5]
