@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import psycopg
 import pytest
@@ -134,22 +133,13 @@ def test_destination_edits_are_validated(workspace, fields, field):
     assert (api.concurrency_limit, api.timeout_seconds, api.base_url) == (None, 10.0, "http://127.0.0.1:9")
 
 
-def waiting_calls(workspace: Any, count: int, **fields: Any) -> Destination:
-    """A destination ``api`` (with ``fields``) and ``count`` started one-call executions."""
-    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9", **fields)
-    helpers.publish(workspace, "call", helpers.http_doc("api"))
-    for _ in range(count):
-        helpers.start(workspace, "call", {})
-    return api
-
-
 def holders(destination: Destination) -> int:
     return Step.objects.filter(destination=destination, status="RUNNING", holds_slot=True).count()
 
 
 def test_a_queue_claim_takes_the_free_slots_and_a_queue_of_steps_without_one(workspace):
     queue = 3 * leases.QUEUE_DEPTH
-    api = waiting_calls(workspace, 3 + queue + 2, concurrency_limit=3)
+    api = helpers.waiting_calls(workspace, 3 + queue + 2, concurrency_limit=3)
     first = helpers.claim(queue=True)
     assert sorted(c.holds_slot for c in first) == [False] * queue + [True] * 3
     assert holders(api) == 3, "only the slot holders count against the limit"
@@ -159,7 +149,7 @@ def test_a_queue_claim_takes_the_free_slots_and_a_queue_of_steps_without_one(wor
 
 def test_a_rate_limited_destination_gets_no_queue(workspace):
     # Its tokens are spent at claim: a queued step would call later than its token allows.
-    api = waiting_calls(workspace, 10, concurrency_limit=3, rate_per_second=100)
+    api = helpers.waiting_calls(workspace, 10, concurrency_limit=3, rate_per_second=100)
     with connection.cursor() as cursor:  # a full bucket
         cursor.execute("UPDATE executions_destination SET rate_updated_at = now() - interval '1 hour' WHERE id = %s",
                        [api.pk])
@@ -167,7 +157,7 @@ def test_a_rate_limited_destination_gets_no_queue(workspace):
 
 
 def test_a_queued_step_takes_over_the_slot_of_the_step_committed_with_it(workspace):
-    api = waiting_calls(workspace, 6, concurrency_limit=2)
+    api = helpers.waiting_calls(workspace, 6, concurrency_limit=2)
     claimed = helpers.claim(queue=True)
     holder = next(c for c in claimed if c.holds_slot)
     queued = [c for c in claimed if not c.holds_slot]
@@ -185,7 +175,7 @@ def test_a_queued_step_takes_over_the_slot_of_the_step_committed_with_it(workspa
 def test_a_lowered_limit_is_not_handed_over(workspace):
     """Queued steps take over finished steps' slots only up to the destination's limit, so a
     limit an operator lowers takes effect as calls end."""
-    api = waiting_calls(workspace, 9, concurrency_limit=3)
+    api = helpers.waiting_calls(workspace, 9, concurrency_limit=3)
     claimed = helpers.claim(queue=True)
     held = [c for c in claimed if c.holds_slot]
     queued = [c for c in claimed if not c.holds_slot]
@@ -201,7 +191,7 @@ def test_a_lowered_limit_is_not_handed_over(workspace):
 def test_free_slots_go_to_the_callers_queued_steps_first(workspace):
     """A raised limit (or slots another worker gave up) with no READY step left: the caller's
     queued steps take the free slots, instead of waiting for its few slots."""
-    api = waiting_calls(workspace, 3, concurrency_limit=1)
+    api = helpers.waiting_calls(workspace, 3, concurrency_limit=1)
     claimed = helpers.claim(queue=True)
     assert sorted(c.holds_slot for c in claimed) == [False, False, True], "every step claimed: none READY"
     destinations.update_destination(api, concurrency_limit=3)
@@ -216,7 +206,7 @@ def test_queued_steps_take_free_slots_beyond_the_callers_share(workspace):
     worker's share of a raised limit; its queued steps may still take every free slot, since
     no other drain has a step to put there (seen in CI: the Rate Limits browser test stuck at
     3 of 5 in flight)."""
-    api = waiting_calls(workspace, 6, concurrency_limit=2)
+    api = helpers.waiting_calls(workspace, 6, concurrency_limit=2)
     claimed = helpers.claim(queue=True)
     assert sorted(c.holds_slot for c in claimed) == [False] * 4 + [True] * 2
     destinations.update_destination(api, concurrency_limit=5)
@@ -234,7 +224,7 @@ def test_queued_steps_take_no_more_than_the_share_while_ready_steps_wait(workspa
     """Two drains alive and READY steps left: free slots beyond this worker's share are for
     the other drain to claim, not for this worker's queue (otherwise the first drain to claim
     after a start takes the whole limit and keeps it by handing slots over)."""
-    api = waiting_calls(workspace, 4 * (1 + leases.QUEUE_DEPTH) + 10, concurrency_limit=2)
+    api = helpers.waiting_calls(workspace, 4 * (1 + leases.QUEUE_DEPTH) + 10, concurrency_limit=2)
     claimed = helpers.claim(queue=True)
     assert sum(c.holds_slot for c in claimed) == 2
     destinations.update_destination(api, concurrency_limit=6)

@@ -35,14 +35,10 @@ ABSTAINING = """
 @pytest.fixture
 def backlog(workspace) -> Destination:
     """40 plain steps and 30 destination-bound steps, all due."""
-    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
-                                     concurrency_limit=30)
+    api = helpers.waiting_calls(workspace, 30, concurrency_limit=30)
     helpers.publish(workspace, "plain", NOOP)
-    helpers.publish(workspace, "call", helpers.http_doc("api"))
     for i in range(40):
         helpers.start(workspace, "plain", {"i": i})
-    for i in range(30):
-        helpers.start(workspace, "call", {"i": i})
     helpers.make_due()
     return api
 
@@ -169,11 +165,7 @@ def test_a_drain_that_ends_stops_abstaining(backlog, live_slots):
 
 
 def test_an_abstaining_drain_leaves_its_share_of_a_limit_to_the_others(workspace, live_slots):
-    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
-                                     concurrency_limit=7)
-    helpers.publish(workspace, "call", helpers.http_doc("api"))
-    for i in range(20):
-        helpers.start(workspace, "call", {"i": i})
+    api = helpers.waiting_calls(workspace, 20, concurrency_limit=7)
     live_slots(0, 1)
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
         other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
@@ -182,11 +174,7 @@ def test_an_abstaining_drain_leaves_its_share_of_a_limit_to_the_others(workspace
 
 
 def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace, live_slots):
-    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
-                                     concurrency_limit=7)
-    helpers.publish(workspace, "call", helpers.http_doc("api"))
-    for i in range(8):
-        helpers.start(workspace, "call", {"i": i})
+    api = helpers.waiting_calls(workspace, 8, concurrency_limit=7)
     live_slots(0, 1)
     shares: dict[int, int | None] = {}
     assert len(helpers.claim(3, shares=shares)) == 3

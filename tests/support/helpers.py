@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Count
 
 from executions import engine, leases, services
-from executions.models import Execution, Step
+from executions.models import Destination, Execution, Step
 from executions.runs import StepRun
 from executions.worker import Drain
 from workflows.models import Workspace
@@ -44,6 +44,15 @@ def fanout_doc(child: str = "child", *, items: str = "$.input.items", merge_conf
 def http_doc(destination: str, path: str = "/ok") -> dict[str, Any]:
     """One HTTP call to ``destination`` at ``path``."""
     return {"start": "call", "vertices": {"call": {"type": "HTTP", "destination": destination, "path": path}}}
+
+
+def waiting_calls(workspace: Any, count: int, **fields: Any) -> Destination:
+    """A destination ``api`` (with ``fields``) and ``count`` started one-call executions."""
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9", **fields)
+    publish(workspace, "call", http_doc("api"))
+    for _ in range(count):
+        start(workspace, "call", {})
+    return api
 
 
 def start(workspace: Workspace, workflow: str, data: Any, **kwargs: Any) -> Execution:
