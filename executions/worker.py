@@ -13,13 +13,13 @@ django-q2's timeout).
 
 **Roles.** With more than one drain alive, calls to destinations and plain work run in
 different processes: the drain of the lowest live slot puts destination steps first and takes
-plain steps only while it has no call in flight; every other drain puts plain steps first
-and takes destination steps only once it has had no plain step in flight for ABSTAIN_LINGER
-(until then it abstains: its
-share of each destination's limit goes to the drains that call; a drain that took a share
-left to it gives it back as its calls end once the others call again, SlotGate.share). A call's answer then never
-waits for an interpreter busy with plain handlers (the GIL), and neither kind starves, since
-each has a drain that puts it first. A drain alone does both. (docs/architecture.md.)
+plain steps only while it has no call in flight; every other drain puts plain steps first and
+takes destination steps only once it has had no plain step in flight for ABSTAIN_LINGER. Until
+then it abstains: its share of each destination's limit goes to the drains that call (a drain
+that took a share left to it gives it back as its calls end once the others call again,
+SlotGate.share). A call's answer then never waits for an interpreter busy with plain handlers
+(the GIL), and neither kind starves, since each has a drain that puts it first. A drain alone
+does both. (docs/architecture.md.)
 
 ``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass (the
 one ``sb_gc`` runs, S19), expire uploads and worker registrations, start due cron schedules
@@ -552,10 +552,10 @@ class Drain:
 
     def _abstain(self) -> None:
         """Take no destination step for now: the drains that call divide this one's share of
-        each limit among them (an ABSTAIN_CLASS lock, counted by leases.DESTINATION_BUDGETS)."""
-        backend = _backend_pid()
-        if self.slot is None or (backend is not None and self.abstaining_on == backend):
-            return
+        each limit among them (an ABSTAIN_CLASS lock, counted by leases.DESTINATION_BUDGETS).
+        Only a drain in a slot has the role that abstains."""
+        if self.abstaining_on is not None and self.abstaining_on == _backend_pid():
+            return  # held, on the session that is still ours
         with connection.cursor() as cursor:
             cursor.execute(TRY_SLOT, {"class": kick.ABSTAIN_CLASS, "slot": self.slot})
             self.abstaining_on = _backend_pid() if cursor.fetchone()[0] else None
