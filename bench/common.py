@@ -206,3 +206,85 @@ def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str,
             sys.stderr.write("\n")
             raise TimeoutError(f"{label}: not finished after {timeout:g}s ({done:,}/{total:,})")
         time.sleep(interval)
+
+
+class CpuSampler:
+    """Where the machine's CPU goes during a benchmark: every ``interval`` seconds, the CPU
+    seconds used so far by the worker cluster, by PostgreSQL's processes, by the benchmark's
+    far end (``server_pid``), and by the whole machine. ``per_unit`` spreads what was used
+    between two monotonic times over a count of units (calls): when the cores are the limit,
+    CPU per call is a steadier figure than calls per second, which moves with everything
+    else the machine does."""
+
+    def __init__(self, cluster: Cluster, server_pid: int | None = None, interval: float = 0.5) -> None:
+        self.cluster, self.server_pid, self.interval = cluster, server_pid, interval
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._seen: dict[int, tuple[str, float]] = {}  # pid -> (group, cpu seconds at its last sample)
+
+    def start(self) -> CpuSampler:
+        self._running = True
+        self._thread = threading.Thread(target=self._sample_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._running = False
+        if self._thread is not None:
+            self._thread.join()
+
+    def _group(self, process: psutil.Process, workers: set[int]) -> str | None:
+        if process.pid in workers:
+            return "workers"
+        if process.pid == self.server_pid:
+            return "server"
+        if process.name() == "postgres":
+            return "database"
+        return None
+
+    def _sample(self) -> tuple[float, dict[str, float]]:
+        workers = {process.pid for process in self.cluster.processes()}
+        for process in psutil.process_iter():
+            try:
+                group = self._group(process, workers)
+                if group is not None:
+                    times = process.cpu_times()
+                    self._seen[process.pid] = (group, times.user + times.system)
+            except psutil.Error:
+                continue  # gone: its last sample still counts
+        totals = {"workers": 0.0, "database": 0.0, "server": 0.0}
+        for group, seconds in self._seen.values():
+            totals[group] += seconds
+        machine = psutil.cpu_times()
+        totals["machine"] = machine.user + machine.nice + machine.system + machine.irq + machine.softirq
+        return time.monotonic(), totals
+
+    def _sample_forever(self) -> None:
+        while self._running:
+            self.samples.append(self._sample())
+            time.sleep(self.interval)
+        self.samples.append(self._sample())
+
+    def _at(self, when: float) -> dict[str, float]:
+        """The counters interpolated at monotonic time ``when``."""
+        before = [s for s in self.samples if s[0] <= when]
+        after = [s for s in self.samples if s[0] >= when]
+        if not before or not after:
+            return (before or after)[-1 if before else 0][1]
+        (t0, a), (t1, b) = before[-1], after[0]
+        share = 0.0 if t1 == t0 else (when - t0) / (t1 - t0)
+        return {key: a[key] + (b[key] - a[key]) * share for key in a}
+
+    def per_unit(self, start: float, end: float, units: int) -> dict[str, float]:
+        """CPU milliseconds per unit between ``start`` and ``end``, by group (``rest``: the
+        machine's other processes), and ``cores_busy``: the cores in use on average."""
+        if units <= 0 or end <= start or len(self.samples) < 2:
+            return {}
+        first, last = self._at(start), self._at(end)
+        used = {key: last[key] - first[key] for key in first}
+        used["rest"] = max(0.0, used["machine"] - used["workers"] - used["database"] - used["server"])
+        figures = {key: round(1000 * used[key] / units, 3) for key in ("workers", "database", "server", "rest")}
+        figures["total"] = round(1000 * used["machine"] / units, 3)
+        figures["cores_busy"] = round(used["machine"] / (end - start), 2)
+        return figures

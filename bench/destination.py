@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import Cluster, reset, wait_until
+from bench.common import Cluster, CpuSampler, reset, wait_until
 from bench.latency_server import LatencyServer
 from executions import services
 from executions.models import Destination, Execution, FanOut, Step
@@ -61,6 +61,7 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
     publish(workspace)
     cluster = Cluster(workers, sample_memory=False, count_queries=profile_queries,
                       SB_OUTBOUND_ALLOW="127.0.0.0/8").start()
+    cpu = CpuSampler(cluster, server.pid).start()
     background = None
     try:
         if background_items:
@@ -76,6 +77,7 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
         background_done = progress(background.pk)[1] if background is not None else 0
         profile = cluster.query_profile(20) if profile_queries else None
     finally:
+        cpu.stop()
         cluster.stop()
         server.stop()
     seconds = (server.last_at or 0.0) - (server.first_at or 0.0)
@@ -96,6 +98,11 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
         # The same per whole second of the run: the ramp while children are created, dips, the tail.
         "in_flight_by_second": [round(busy, 1) for busy in server.busy_by_second],
         "succeeded": succeeded, "merge": merge,
+        # CPU milliseconds per call between the first request and the last answer, by who used
+        # them (the worker cluster, PostgreSQL, this server, the rest of the machine), and the
+        # cores busy meanwhile: once the cores are the limit, a change that makes a call
+        # cheaper shows here even when calls_per_s moves with the machine's other load.
+        "cpu_ms_per_call": cpu.per_unit(server.first_at or 0.0, server.last_at or 0.0, server.answered),
     }
     result["ok"] = succeeded == items and merge == "SUCCEEDED" and server.peak <= limit
     if profile is not None:

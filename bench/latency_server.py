@@ -10,6 +10,8 @@ import multiprocessing
 import time
 from typing import Any
 
+import uvloop
+
 
 class _Counts:
     """A LatencyServer's figures, kept by its one loop thread (no lock needed)."""
@@ -91,13 +93,19 @@ class LatencyServer(_Counts):
             self._process = None
 
     @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
 
 def _serve(latency: float, pipe: Any) -> None:
     """The server process: report the port, serve until told to stop, report the counts."""
-    loop = asyncio.new_event_loop()
+    # uvloop (libuv): the far end costs the measured machine's cores 0.04 ms a call instead of
+    # asyncio's 0.065 (docs/performance.md, "Seventh pass"); a remote server would cost none.
+    loop = uvloop.new_event_loop()
     counts = _Counts(latency)
     server = loop.run_until_complete(
         loop.create_server(lambda: _Exchange(counts, loop), "127.0.0.1", 0, backlog=4096))
