@@ -1,19 +1,27 @@
-"""Array parameters written as PostgreSQL array literals at C speed.
+"""Array parameters sent at C speed, or close to it.
 
 The engine moves rows in sets: one statement per kind of transition takes every row's
 values as parallel arrays (``unnest(%(ids)s::bigint[], …)``, state.py, records.py,
-payloads.py). Django's psycopg connections bind parameters on the client, so each array
-becomes a literal, and psycopg's ``ListDumper`` builds it element by element in Python — a
-dumper call, a regular-expression search and, for text, a substitution per element. In
-`bench destination` that was a fifth of a worker's interpreter time (docs/performance.md,
-"Fifth pass").
+payloads.py), hundreds of elements each.
 
-``FlatListDumper`` writes flat lists of ints, UUIDs, strings and bools (None as NULL) with a
-join over ``str`` — every string quoted, its backslashes and double quotes escaped, as the
-array input syntax asks — and leaves anything else (nested lists, floats, dates, enums,
-mixed types) to psycopg's own dumper. The array's type (its oid) is chosen exactly as
-before. Registered for text-format lists on psycopg's global adapters (``install``, from
-``ExecutionsConfig.ready``), so every connection Django opens afterwards uses it.
+* **Server-side binding** (the default, ``SB_DB_SERVER_SIDE_BINDING``, settings.py): a list
+  travels as a *binary* array (psycopg's ``ListBinaryDumper``: each element's bytes, no text
+  to build in Python and none for PostgreSQL to parse). ``install`` registers it last, so it
+  is what psycopg picks for a ``%s`` list; an empty list still goes as the text ``{}``, and a
+  list of mixed types is refused as with text. In `bench destination` this, with prepared
+  statements, took about a seventh off each call's CPU (docs/performance.md, "Seventh pass").
+* **Client-side binding** (``SB_DB_SERVER_SIDE_BINDING=0``): each array becomes a literal in
+  the statement's text, and psycopg's ``ListDumper`` builds it element by element in Python —
+  a dumper call, a regular-expression search and, for text, a substitution per element; a
+  fifth of a worker's interpreter time in `bench destination` ("Fifth pass").
+  ``FlatListDumper`` writes flat lists of ints, UUIDs, strings and bools (None as NULL) with
+  a join over ``str`` — every string quoted, its backslashes and double quotes escaped, as
+  the array input syntax asks — and leaves anything else (nested lists, floats, dates,
+  enums, mixed types) to psycopg's own dumper. The array's type (its oid) is chosen exactly
+  as psycopg would.
+
+Both are registered on psycopg's global adapters (``install``, from
+``ExecutionsConfig.ready``), so every connection Django opens afterwards uses them.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 
 import psycopg
 from psycopg.abc import Buffer
-from psycopg.types.array import ListDumper
+from psycopg.types.array import ListBinaryDumper, ListDumper
 
 _UUID = uuid.UUID
 _NONE = type(None)
@@ -76,4 +84,7 @@ class FlatListDumper(ListDumper):
 
 
 def install() -> None:
+    """Text lists (client-side binding) by ``FlatListDumper``; binary lists, registered last,
+    for the format psycopg chooses itself (``%s`` with server-side binding)."""
     psycopg.adapters.register_dumper(list, FlatListDumper)
+    psycopg.adapters.register_dumper(list, ListBinaryDumper)

@@ -183,8 +183,35 @@ def _database() -> dict[str, Any]:
     config["CONN_HEALTH_CHECKS"] = True
     # Connections must fail fast when the server is gone, so workers reconnect instead of
     # hanging on a dead socket.
-    config["OPTIONS"] = {**dict(config.get("OPTIONS") or {}), "connect_timeout": 10}
+    config["OPTIONS"] = {**dict(config.get("OPTIONS") or {}), "connect_timeout": 10, **database_binding()}
     return config
+
+
+def database_binding() -> dict[str, Any]:
+    """How statements reach PostgreSQL (psycopg options in Django's ``OPTIONS``).
+
+    ``SB_DB_SERVER_SIDE_BINDING`` (on by default): parameters travel apart from the SQL, and
+    lists as binary arrays (executions/pgarrays.py), instead of being quoted into its text
+    in Python — the engine moves rows in sets of hundreds, one array per column.
+    ``SB_DB_PREPARE_THRESHOLD`` (2 by default; ``off``): a statement run that many times on a
+    connection is prepared, so PostgreSQL parses and plans the engine's few statements once
+    per connection instead of on every claim and commit. Turn it off behind a pooler that
+    does not keep prepared statements (PgBouncer before 1.21 in transaction mode, or without
+    ``max_prepared_statements``); it only works with server-side binding.
+    docs/performance.md, "Seventh pass"."""
+    if not env_bool("SB_DB_SERVER_SIDE_BINDING", True):
+        return {}
+    threshold = os.environ.get("SB_DB_PREPARE_THRESHOLD", "").strip().lower()
+    if threshold in ("off", "none"):
+        return {"server_side_binding": True}
+    try:
+        prepare = int(threshold) if threshold else 2
+    except ValueError:
+        prepare = -1
+    if prepare < 0:
+        raise ImproperlyConfigured(f"SB_DB_PREPARE_THRESHOLD must be a whole number of 0 or more, or 'off' "
+                                   f"(not {threshold!r})")
+    return {"server_side_binding": True, "prepare_threshold": prepare}
 
 
 DATABASES = {"default": _database()}

@@ -1,5 +1,6 @@
-"""Array parameters written by executions.pgarrays: the same values reach PostgreSQL as with
-psycopg's own list dumper, for every kind it handles and every kind it hands back."""
+"""Array parameters as executions.pgarrays sends them: the same values reach PostgreSQL with
+server-side binding (binary arrays, the default) and with client-side binding (literals written
+by ``FlatListDumper``, or by psycopg's own dumper for the kinds it hands back)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import datetime
 import json
 import uuid
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import DataError, connection
+from psycopg import pq
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.types.array import ListBinaryDumper
 
 from executions import pgarrays
 from executions.models import StepStatus
@@ -19,10 +24,16 @@ AWKWARD = ['plain', '', 'NULL', 'null', 'with "quotes"', 'back\\slash', '\\"', '
            "it's", 'tab\there', 'line\nbreak', 'ünïcødé ✓', '{"json": ["x", 1]}']
 
 
-def roundtrip(sql: str, values: list) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [values])
-        return cursor.fetchone()[0]
+@pytest.fixture(params=["server-side", "client-side"])
+def roundtrip(request):
+    """Send a list through a cursor of either binding on Django's connection (its adapters)."""
+    def send(sql: str, values: list) -> list:
+        connection.ensure_connection()
+        cls = psycopg.Cursor if request.param == "server-side" else psycopg.ClientCursor
+        with cls(connection.connection) as cursor:
+            cursor.execute(sql, [values])
+            return cursor.fetchone()[0]
+    return send
 
 
 @pytest.mark.parametrize("sql, values", [
@@ -38,11 +49,11 @@ def roundtrip(sql: str, values: list) -> list:
     ("SELECT %s::bool[]", [True, False, None]),
 ], ids=["ints", "ints-with-null", "uuids", "awkward-text", "text-with-null", "varchar", "json-text", "empty",
         "only-nulls", "bools"])
-def test_flat_lists_arrive_unchanged(sql, values):
+def test_flat_lists_arrive_unchanged(roundtrip, sql, values):
     assert pgarrays.literal(values) is not None, "written by the fast path"
     got = roundtrip(sql, values)
     if sql.endswith("jsonb[]"):  # Django's connections load jsonb as text (JSONField decodes it)
-        assert [json.loads(g) for g in got] == [json.loads(v) for v in values]
+        assert [json.loads(g) if isinstance(g, str) else g for g in got] == [json.loads(v) for v in values]
     else:
         assert got == values
 
@@ -53,7 +64,7 @@ def test_flat_lists_arrive_unchanged(sql, values):
     ("SELECT %s::timestamptz[]", [datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)]),
     ("SELECT %s::text[]", [StepStatus.RUNNING, StepStatus.READY]),
 ], ids=["floats", "nested", "datetimes", "enums"])
-def test_other_lists_go_to_psycopgs_own_dumper_and_arrive_unchanged(sql, values):
+def test_other_lists_go_to_psycopgs_own_dumper_and_arrive_unchanged(roundtrip, sql, values):
     assert pgarrays.literal(values) is None
     assert roundtrip(sql, values) == values
 
@@ -66,5 +77,15 @@ def test_mixed_kinds_are_not_written_by_the_fast_path():
 def test_django_connections_use_it():
     with connection.cursor() as cursor:
         adapters = cursor.connection.adapters
-        from psycopg.adapt import PyFormat
         assert adapters.get_dumper(list, PyFormat.TEXT) is pgarrays.FlatListDumper
+        assert adapters.get_dumper(list, PyFormat.AUTO) is ListBinaryDumper
+
+
+def test_with_server_side_binding_a_list_goes_as_a_binary_array_and_mixed_kinds_are_refused():
+    with connection.cursor() as cursor:
+        assert not isinstance(cursor.cursor, psycopg.ClientCursor), "Django's cursors bind on the server"
+        transformer = Transformer.from_context(cursor.cursor)  # as psycopg picks a %s parameter's dumper
+        assert transformer.get_dumper([1, 2], PyFormat.AUTO).format == pq.Format.BINARY
+        assert transformer.get_dumper([uuid.uuid4()], PyFormat.AUTO).format == pq.Format.BINARY
+        with pytest.raises(DataError, match="mixed types"):
+            cursor.execute("SELECT %s", [[1, "1"]])
