@@ -1047,12 +1047,21 @@ def _freeze_the_start_up_heap() -> None:
     (modules, Django, the app registry: they live as long as the process) out of the
     collector's reach (``gc.freeze``). A full collection then walks only what drains made
     since: 3-12 ms instead of 165-180 ms, during which every thread of the process — the
-    event loop's calls included — stood still (measured on a slow two-core machine)."""
+    event loop's calls included — stood still (measured on a slow two-core machine).
+
+    And collect the young generation every ``SB_GC_YOUNG_THRESHOLD`` allocations (20,000;
+    Python's 700): a drain keeps a thousand steps in flight, each a few dozen objects that
+    live for a call, and every young collection walked the ones not yet promoted — a tenth of
+    a worker's CPU at a limit of 256 (docs/performance.md, "Seventh pass"). What a drain
+    makes is freed by reference counting; the collector is only for cycles. 0 keeps Python's."""
     global _heap_frozen
     if not _heap_frozen:
         gc.collect()
         gc.freeze()
         _heap_frozen = True
+        young = int(settings.SB["GC_YOUNG_THRESHOLD"])
+        if young > 0:
+            gc.set_threshold(young, *gc.get_threshold()[1:])
 
 
 def _drain_resiliently(slot: int) -> int:

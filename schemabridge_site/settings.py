@@ -330,6 +330,8 @@ SB: dict[str, Any] = {
     # How often a worker process's threads hand over the interpreter lock (seconds; 0 keeps
     # Python's 5 ms): the event loop waits for it on every call it starts or ends.
     "GIL_SWITCH_SECONDS": env_float("SB_GIL_SWITCH_SECONDS", 0.001),
+    # Allocations between two young-generation collections in a worker process (Python: 700).
+    "GC_YOUNG_THRESHOLD": env_int("SB_GC_YOUNG_THRESHOLD", 20_000),
     # Lease on a claimed step; renewed while the step runs. A dead worker's step is
     # re-claimed after this long.
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
