@@ -19,6 +19,7 @@ operator could repoint its destination, or an author publish new logic that it r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -56,7 +57,13 @@ def reserved_patterns() -> list[str]:
 
 def reserving_pattern(key: str) -> str | None:
     """The reserved pattern ``key`` matches, if any."""
-    return next((pattern for pattern in reserved_patterns() if fnmatchcase(key, pattern)), None)
+    return _first_match(key, tuple(settings.SB["RESERVED_KEY_PATTERNS"]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_match(key: str, patterns: tuple[str, ...]) -> str | None:
+    # Cached: the engine asks for every HTTP call (engine._check_destination), with few keys.
+    return next((pattern for pattern in patterns if fnmatchcase(key, pattern)), None)
 
 
 def is_reserved(key: str) -> bool:

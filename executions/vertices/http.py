@@ -41,13 +41,17 @@ class Call:
     step: StepRun
     method: str
     url: str
-    shown: str
     body: Any
     headers: dict[str, str]
     timeout: float
     max_bytes: int
     hidden: list[str]
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def shown(self) -> str:
+        """The call for error messages (only a failure needs it: parsing the URL is not free)."""
+        return f"{self.method} {_shown(self.url)}"
 
     @property
     def destination_id(self) -> int:
@@ -72,7 +76,7 @@ def prepare(step: StepRun) -> Call:
     headers = _headers(dict(vertex.headers), credentials.headers(secret) if secret else {})
     headers["Idempotency-Key"] = step.idempotency_key
     timeout = min(float(destination["timeout_seconds"]), vertex.timeout_seconds)
-    return Call(step, vertex.method, url, f"{vertex.method} {_shown(url)}", body, headers, timeout,
+    return Call(step, vertex.method, url, body, headers, timeout,
                 destination["max_response_bytes"], hidden)
 
 
@@ -117,14 +121,16 @@ def _deliver(outcome: Outcome | NonRetryable) -> Outcome:
 
 def _judge(call: Call, response: outbound.Fetched | BaseException) -> tuple[Outcome | NonRetryable, Any]:
     """The step's outcome (or the NonRetryable to raise) and the call-log row for a response or error."""
-    shown, hidden = call.shown, call.hidden
+    hidden = call.hidden
     if isinstance(response, outbound.OutboundError):
+        shown = call.shown
         row = call.record(None, str(response))
         if not response.retryable:
             return NonRetryable(credentials.redact(f"{shown} refused: {response}", hidden)), row
         return failed(credentials.redact(f"{shown} {response}" if isinstance(response, outbound.DeadlineExceeded)
                                          else f"{shown} failed: {response}", hidden)), row
     if isinstance(response, BaseException):
+        shown = call.shown
         row = call.record(None, f"{type(response).__name__}: {response}")
         return failed(credentials.redact(f"{shown} failed: {type(response).__name__}: {response}", hidden)), row
     ok = response.status < 400
@@ -132,7 +138,7 @@ def _judge(call: Call, response: outbound.Fetched | BaseException) -> tuple[Outc
     row = call.record(response.status, excerpt)
     if ok:
         return succeeded({"status": response.status, "body": response.body()}), row
-    message = f"{shown} returned HTTP {response.status}: {excerpt}"
+    message = f"{call.shown} returned HTTP {response.status}: {excerpt}"
     if response.status == 429 or response.status >= 500:
         return failed(message), row
     return NonRetryable(message), row

@@ -154,6 +154,8 @@ def render(template: Any, context: dict[str, Any], lookup: Callable[[str], Any] 
 
 def render_placeholders(text: str, context: dict[str, Any]) -> str:
     """Substitute ``{$.path}`` placeholders in a string (e.g. an HTTP path)."""
+    if "{" not in text:
+        return text  # most paths have none (and this runs for every HTTP call)
     from urllib.parse import quote
 
     def substitute(match: re.Match[str]) -> str:
