@@ -6,7 +6,8 @@ payloads.py), hundreds of elements each.
 
 * **Server-side binding** (the default, ``SB_DB_SERVER_SIDE_BINDING``, settings.py): a list
   travels as a *binary* array (psycopg's ``ListBinaryDumper``: each element's bytes, no text
-  to build in Python and none for PostgreSQL to parse). ``install`` registers it last, so it
+  to build in Python and none for PostgreSQL to parse; ``FlatListBinaryDumper`` packs flat
+  lists of ints in one call). ``install`` registers it last, so it
   is what psycopg picks for a ``%s`` list; an empty list still goes as the text ``{}``, and a
   list of mixed types is refused as with text. In `bench destination` this, with prepared
   statements, took about a seventh off each call's CPU (docs/performance.md, "Seventh pass").
@@ -26,6 +27,7 @@ Both are registered on psycopg's global adapters (``install``, from
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import Any
 
@@ -83,8 +85,29 @@ class FlatListDumper(ListDumper):
         return super().dump(obj)
 
 
+_INT_ELEMENTS = {21: ("h", 2), 23: ("i", 4), 20: ("q", 8)}  # int2, int4, int8: struct code, size
+_HEAD = struct.Struct("!IIIII")  # ndims (1), hasnull (0), element oid, length, lower bound (1)
+
+
+class FlatListBinaryDumper(ListBinaryDumper):
+    """psycopg's binary list dumper, with flat lists of ints without NULLs — the ids and
+    counts of every set-based statement — packed by one ``struct`` call instead of a dumper
+    call and a length per element (16 µs for 250 ids instead of 39). The element type is the
+    one psycopg chose (``upgrade``: the smallest that holds every value); anything else goes
+    to psycopg's own ``dump``."""
+
+    def dump(self, obj: list[Any]) -> Buffer | None:
+        sub = self.sub_dumper
+        if obj and sub is not None and sub.oid in _INT_ELEMENTS and all(type(value) is int for value in obj):
+            code, size = _INT_ELEMENTS[sub.oid]
+            values: list[int] = [size] * (2 * len(obj))  # each element: its length, then its value
+            values[1::2] = obj
+            return _HEAD.pack(1, 0, sub.oid, len(obj), 1) + struct.pack("!" + ("i" + code) * len(obj), *values)
+        return super().dump(obj)
+
+
 def install() -> None:
     """Text lists (client-side binding) by ``FlatListDumper``; binary lists, registered last,
     for the format psycopg chooses itself (``%s`` with server-side binding)."""
     psycopg.adapters.register_dumper(list, FlatListDumper)
-    psycopg.adapters.register_dumper(list, ListBinaryDumper)
+    psycopg.adapters.register_dumper(list, FlatListBinaryDumper)

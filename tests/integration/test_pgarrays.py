@@ -78,7 +78,7 @@ def test_django_connections_use_it():
     with connection.cursor() as cursor:
         adapters = cursor.connection.adapters
         assert adapters.get_dumper(list, PyFormat.TEXT) is pgarrays.FlatListDumper
-        assert adapters.get_dumper(list, PyFormat.AUTO) is ListBinaryDumper
+        assert adapters.get_dumper(list, PyFormat.AUTO) is pgarrays.FlatListBinaryDumper
 
 
 def test_with_server_side_binding_a_list_goes_as_a_binary_array_and_mixed_kinds_are_refused():
@@ -89,3 +89,19 @@ def test_with_server_side_binding_a_list_goes_as_a_binary_array_and_mixed_kinds_
         assert transformer.get_dumper([uuid.uuid4()], PyFormat.AUTO).format == pq.Format.BINARY
         with pytest.raises(DataError, match="mixed types"):
             cursor.execute("SELECT %s", [[1, "1"]])
+
+
+@pytest.mark.parametrize("values", [
+    [1, 2, 3], [-5, 40_000, 7], [2**40, -(2**40), 0], [32767, -32768], [2**31 - 1, -(2**31)],
+    [2**63 - 1], [10**30], [1, None, 3], [True, False], [uuid.uuid4(), uuid.uuid4()], ["a", "b"], [],
+], ids=["int2", "int4", "int8", "int2-edges", "int4-edges", "int8-edge", "numeric", "with-null", "bools", "uuids",
+        "text", "empty"])
+def test_the_binary_int_fast_path_writes_what_psycopg_writes(values):
+    """Byte for byte, with the same element type, for every list (the fast path takes flat ints
+    without NULLs; the rest goes to psycopg's own dump)."""
+    connection.ensure_connection()
+    transformer = Transformer(connection.connection)
+    theirs = ListBinaryDumper(list, transformer).upgrade(values, PyFormat.BINARY)
+    ours = pgarrays.FlatListBinaryDumper(list, transformer).upgrade(values, PyFormat.BINARY)
+    assert ours.oid == theirs.oid
+    assert bytes(ours.dump(values)) == bytes(theirs.dump(values))
