@@ -224,6 +224,8 @@ class StepLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._pending: list[tuple[Any, Future[Any]]] = []  # started from other threads, no task yet
+        self._pending_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="sb-step-loop", daemon=True)
         self.thread.start()
 
@@ -231,26 +233,46 @@ class StepLoop:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def submit(self, coroutine: Any) -> Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-
     def start(self, coroutine: Any, future: Future[Any]) -> None:
         """Run ``coroutine`` on the loop, its result or exception settling ``future``; a
         cancelled ``future`` cancels it. Called on the loop's own thread (a call ended and its
-        slot's next step starts), the task is created directly — the next turn of the loop —
-        not through the thread-safe hand-off, which takes two turns, each a chance to wait
-        for the interpreter lock."""
+        slot's next step starts), the task is created directly — the next turn of the loop.
+        From another thread (the drain's, starting the steps it claimed), starts are batched:
+        the first of a batch wakes the loop once (``call_soon_threadsafe``) and the loop
+        creates every task that arrived meanwhile — not ``run_coroutine_threadsafe`` per
+        step, whose wake-up, extra future and chained callbacks cost the loop a tenth of its
+        time at a limit of 256 (docs/performance.md, "Seventh pass")."""
         if threading.current_thread() is self.thread:
-            task = self.loop.create_task(coroutine)
-            task.add_done_callback(lambda done: _settle(future, done.result))
+            self._create(coroutine, future)
+            return
+        with self._pending_lock:
+            self._pending.append((coroutine, future))
+            wake = len(self._pending) == 1  # else a wake-up is on its way and takes this one too
+        if wake:
+            try:
+                self.loop.call_soon_threadsafe(self._start_pending)
+            except RuntimeError:  # the loop has closed: nothing runs any more
+                with self._pending_lock:
+                    self._pending.clear()
+                raise
 
-            def cancel() -> None:
-                with suppress(RuntimeError):  # the loop has closed: nothing runs any more
-                    self.loop.call_soon_threadsafe(task.cancel)
-        else:
-            inner = self.submit(coroutine)
-            inner.add_done_callback(lambda done: _settle(future, done.result))
-            cancel = inner.cancel  # type: ignore[assignment]
+    def _start_pending(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        for coroutine, future in pending:
+            self._create(coroutine, future)
+
+    def _create(self, coroutine: Any, future: Future[Any]) -> None:
+        if future.cancelled():  # cancelled before it started (a shutdown, a timeout)
+            coroutine.close()
+            return
+        task = self.loop.create_task(coroutine)
+        task.add_done_callback(lambda done: _settle(future, done.result))
+
+        def cancel() -> None:
+            with suppress(RuntimeError):  # the loop has closed: nothing runs any more
+                self.loop.call_soon_threadsafe(task.cancel)
+
         future.add_done_callback(lambda done: cancel() if done.cancelled() else None)
 
     def shutdown(self) -> None:
@@ -607,7 +629,8 @@ class Drain:
             entry.gate = self.gates.get(destination) or self.gates.setdefault(destination, SlotGate())
             future = self._start_gated(entry, entry.gate, loop)
         elif loop is not None:
-            future = loop.submit(self._execute_async(entry))
+            future = Future()
+            loop.start(self._execute_async(entry), future)
         else:
             future = self.pool.submit(self._execute, entry)
         self.in_flight[future] = entry
