@@ -67,6 +67,10 @@ CLAIM_FREE = f"""
 # Step 1 of a destination claim: lock the destinations that have due work (or steps in this
 # worker's queue, which may take a free slot), in id order.
 # SKIP LOCKED: a destination locked by another claimer is being served by it right now.
+# NO KEY UPDATE, not UPDATE: claimers still exclude each other, but a commit checking the
+# foreign key of a call-log row or a new step (a KEY SHARE lock on the destination, taken at
+# COMMIT) no longer waits for this claim's transaction to end — with FOR UPDATE a drain's
+# commit stood still behind the other drain's claim (docs/performance.md, "Seventh pass").
 LOCK_DESTINATIONS = """
     SELECT d.id FROM executions_destination d
     WHERE EXISTS (SELECT 1 FROM executions_step s
@@ -75,7 +79,7 @@ LOCK_DESTINATIONS = """
                   WHERE s.destination_id = d.id AND s.status = 'RUNNING' AND NOT s.holds_slot
                     AND s.leased_by = %(worker)s)
     ORDER BY d.id
-    FOR UPDATE OF d SKIP LOCKED
+    FOR NO KEY UPDATE OF d SKIP LOCKED
 """
 
 # Step 2, a new statement so its snapshot sees every claim committed before our locks:

@@ -171,3 +171,27 @@ def test_an_async_handler_also_runs_inline(workspace):
     execution = helpers.start(workspace, "async", {"seconds": 0.01, "fail": False})
     helpers.run_engine()
     assert helpers.refresh(execution).status == "SUCCEEDED"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_holding_a_destination_does_not_stop_another_drains_commit(workspace):
+    """A claim locks the destinations it serves for its whole transaction (claimers exclude
+    each other), but another drain's commit only checks the foreign key of its call-log rows
+    (a KEY SHARE lock, at COMMIT): that must not wait for the claim — with FOR UPDATE it did,
+    and the two drains' turns ran one after the other (docs/performance.md, "Seventh pass")."""
+    api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
+                                     concurrency_limit=4)
+    helpers.publish(workspace, "call", helpers.http_doc("api"))
+    helpers.start(workspace, "call", {})
+    params = connection.get_connection_params()
+    with psycopg.connect(**params) as claimer, psycopg.connect(**params) as committer:
+        locked = claimer.execute(leases.LOCK_DESTINATIONS, {"worker": "test:1"}).fetchall()
+        assert locked == [(api.pk,)], "the claim holds the destination (its transaction is open)"
+        committer.execute("SET lock_timeout = '2s'")
+        committer.execute("INSERT INTO executions_destinationcall (destination_id, step_id, ok, latency_ms, error, "
+                          "created_at) VALUES (%s, NULL, true, 1.0, '', now())", [api.pk])
+        committer.commit()  # the deferred foreign-key check runs here: no lock timeout
+        with psycopg.connect(**params) as second_claimer:
+            assert second_claimer.execute(leases.LOCK_DESTINATIONS, {"worker": "test:2"}).fetchall() == [], \
+                "another claimer still skips the destination the first one holds"
+        claimer.rollback()
