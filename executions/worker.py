@@ -13,13 +13,16 @@ django-q2's timeout).
 
 **Roles.** With more than one drain alive, calls to destinations and plain work run in
 different processes: the drain of the lowest live slot puts destination steps first and takes
-plain steps only while it has no call in flight; every other drain puts plain steps first and
-takes destination steps only once it has had no plain step in flight for ABSTAIN_LINGER. Until
-then it abstains: its share of each destination's limit goes to the drains that call (a drain
+plain steps only while it has no call in flight; every other drain puts plain steps first and,
+while it runs ABSTAIN_PLAIN plain steps or more and for ABSTAIN_LINGER after, takes no
+destination step. Meanwhile it abstains: its share of each destination's limit goes to the drains that call (a drain
 that took a share left to it gives it back as its calls end once the others call again,
 SlotGate.share). A call's answer then never waits for an interpreter busy with plain handlers
-(the GIL), and neither kind starves, since each has a drain that puts it first. A drain alone
-does both. (docs/architecture.md.)
+(the GIL), and neither kind starves, since each has a drain that puts it first. A single plain
+step (a spawner between two batches, a timer) hardly slows a drain: for it, a drain goes on
+calling — abstaining handed a large limit to one drain, which cannot keep it busy alone (in
+`bench destination` at a limit of 256, through every batch of the calls' own spawner). A
+drain alone does both. (docs/architecture.md.)
 
 ``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass (the
 one ``sb_gc`` runs, S19), expire uploads and worker registrations, start due cron schedules
@@ -102,7 +105,8 @@ COMMIT_LINGER = 0.02  # seconds a commit waits for more steps to finish while ot
 COMMIT_BATCH = 64  # ... unless this many have finished already
 HELP_RETRY = 1.0  # seconds before a drain with a backlog asks again for help that was refused
 ROLE_CHECK_EVERY = 0.2  # seconds between looks at which drains are alive (see "Roles" above)
-ABSTAIN_LINGER = 1.0  # seconds a drain goes on abstaining after its last plain step (a gap in a backlog)
+ABSTAIN_LINGER = 1.0  # seconds a drain goes on abstaining after its plain work (a gap in a backlog)
+ABSTAIN_PLAIN = 2  # plain steps in flight that make a drain of the plain role abstain (see "Roles")
 
 # The live drains' slots (roles: the lowest one calls destinations first).
 LIVE_DRAINS = """
@@ -516,7 +520,7 @@ class Drain:
         if role == "calls" and bound:
             plain_room = 0  # its calls run on: plain steps are for the other drains
         now = time.monotonic()
-        if len(self.in_flight) > bound:
+        if len(self.in_flight) - bound >= ABSTAIN_PLAIN:
             self.plain_seen_at = now
         if role == "plain" and now - self.plain_seen_at < ABSTAIN_LINGER:
             # Its plain steps run on (or ran a moment ago: a gap between two batches of a

@@ -138,6 +138,21 @@ def test_another_drain_takes_no_destination_step_while_its_plain_steps_run(backl
     assert abstaining() == set()
 
 
+def test_a_single_plain_step_in_flight_does_not_make_a_drain_abstain(backlog, live_slots):
+    """One plain step (a spawner between its batches, a timer) hardly slows a drain: it goes on
+    calling, instead of leaving a large limit to a drain that cannot keep it busy alone."""
+    live_slots(0, 1)
+    drain = holding_drain(1, bound_cap=4)
+    drain._claim_and_submit()
+    forget(drain, bound=True)
+    forget(drain, bound=False, keep=1)
+    before = in_flight(drain)
+    drain._claim_and_submit()
+    _, bound = claimed(drain, before)
+    assert bound == 4, "a lone plain step in flight: it still takes destination steps"
+    assert abstaining() == set()
+
+
 def test_a_drain_alone_takes_both_kinds_as_before(backlog, live_slots):
     live_slots(0)
     drain = holding_drain(0, bound_cap=20)
