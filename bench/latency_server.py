@@ -105,9 +105,9 @@ def _serve(latency: float, pipe: Any) -> None:
     """The server process: report the port, serve until told to stop, report the counts."""
     # uvloop (libuv): the far end costs the measured machine's cores 0.04 ms a call instead of
     # asyncio's 0.065 (docs/performance.md, "Seventh pass"); a remote server would cost none.
-    loop = uvloop.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
     counts = _Counts(latency)
-    server = loop.run_until_complete(
+    server: asyncio.Server = loop.run_until_complete(
         loop.create_server(lambda: _Exchange(counts, loop), "127.0.0.1", 0, backlog=4096))
     pipe.send(server.sockets[0].getsockname()[1])
     loop.add_reader(pipe.fileno(), loop.stop)  # any message (or the parent gone) stops it
