@@ -15,9 +15,9 @@ django-q2's timeout).
 different processes: the drain of the lowest live slot puts destination steps first and takes
 plain steps only while it has no call in flight; every other drain puts plain steps first and,
 while it runs ABSTAIN_PLAIN plain steps or more and for ABSTAIN_LINGER after, takes no
-destination step. Meanwhile it abstains: its share of each destination's limit goes to the drains that call (a drain
-that took a share left to it gives it back as its calls end once the others call again,
-SlotGate.share). A call's answer then never waits for an interpreter busy with plain handlers
+destination step. Meanwhile it abstains: its share of each destination's limit goes to the
+drains that call (a drain that took a share left to it gives it back as its calls end once
+the others call again, SlotGate.share). A call's answer then never waits for an interpreter busy with plain handlers
 (the GIL), and neither kind starves, since each has a drain that puts it first. A single plain
 step (a spawner between two batches, a timer) hardly slows a drain: for it, a drain goes on
 calling — abstaining handed a large limit to one drain, which cannot keep it busy alone (in
@@ -255,7 +255,9 @@ class StepLoop:
         if wake:
             try:
                 self.loop.call_soon_threadsafe(self._start_pending)
-            except RuntimeError:  # the loop has closed: nothing runs any more
+            except RuntimeError:
+                # The loop has closed (the drain is ending): this step never starts. Its caller
+                # gets the error, as from run_coroutine_threadsafe, and its lease is reaped.
                 with self._pending_lock:
                     self._pending.clear()
                 raise

@@ -57,7 +57,7 @@ def reserved_patterns() -> list[str]:
 
 def reserving_pattern(key: str) -> str | None:
     """The reserved pattern ``key`` matches, if any."""
-    return _first_match(key, tuple(settings.SB["RESERVED_KEY_PATTERNS"]))
+    return _first_match(key, tuple(reserved_patterns()))
 
 
 @functools.lru_cache(maxsize=4096)
