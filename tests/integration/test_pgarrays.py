@@ -91,14 +91,20 @@ def test_with_server_side_binding_a_list_goes_as_a_binary_array_and_mixed_kinds_
             cursor.execute("SELECT %s", [[1, "1"]])
 
 
+class _UUIDSubclass(uuid.UUID):
+    pass
+
+
 @pytest.mark.parametrize("values", [
     [1, 2, 3], [-5, 40_000, 7], [2**40, -(2**40), 0], [32767, -32768], [2**31 - 1, -(2**31)],
-    [2**63 - 1], [10**30], [1, None, 3], [True, False], [uuid.uuid4(), uuid.uuid4()], ["a", "b"], [],
+    [2**63 - 1], [10**30], [1, None, 3], [True, False], [uuid.uuid4(), uuid.uuid4()],
+    [uuid.UUID(int=0), None, uuid.UUID(int=2**128 - 1)], [None, uuid.uuid4()], [_UUIDSubclass(int=7)], ["a", "b"],
+    [],
 ], ids=["int2", "int4", "int8", "int2-edges", "int4-edges", "int8-edge", "numeric", "with-null", "bools", "uuids",
-        "text", "empty"])
-def test_the_binary_int_fast_path_writes_what_psycopg_writes(values):
-    """Byte for byte, with the same element type, for every list (the fast path takes flat ints
-    without NULLs; the rest goes to psycopg's own dump)."""
+        "uuids-with-null", "uuid-after-null", "uuid-subclass", "text", "empty"])
+def test_the_binary_fast_paths_write_what_psycopg_writes(values):
+    """Byte for byte, with the same element type, for every list (the fast paths take flat ints
+    without NULLs and flat UUIDs; the rest goes to psycopg's own dump, or is refused as by it)."""
     connection.ensure_connection()
     transformer = Transformer(connection.connection)
     theirs = ListBinaryDumper(list, transformer).upgrade(values, PyFormat.BINARY)
