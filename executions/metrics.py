@@ -196,14 +196,25 @@ def destination_calls(rows: Sequence[tuple[int, int, int | None, float, str]]) -
         with connection.cursor() as cursor:
             cursor.execute(DESTINATION_LABELS, {"ids": missing})
             _destination_labels.update({row[0]: (row[1], row[2]) for row in cursor.fetchall()})
+    # Per destination, not per call: a commit records hundreds of calls to a few destinations,
+    # and each labelled child found costs a lock and a lookup (in multiprocess mode, each
+    # increment a locked write to the process's file).
+    by_destination: dict[int, list[tuple[int | None, float]]] = {}
     for destination_id, _, status, seconds, _ in rows:
+        by_destination.setdefault(destination_id, []).append((status, seconds))
+    for destination_id, calls in by_destination.items():
         labels = _destination_labels.get(destination_id, ("?", str(destination_id)))
-        DESTINATION_CALLS.labels(*labels).inc()
-        DESTINATION_CALL_SECONDS.labels(*labels).observe(seconds)
-        if status is None:
-            DESTINATION_ERRORS.labels(*labels, "no_response").inc()
-        elif status >= 400:
-            DESTINATION_ERRORS.labels(*labels, f"http_{status // 100}xx").inc()
+        DESTINATION_CALLS.labels(*labels).inc(len(calls))
+        observe = DESTINATION_CALL_SECONDS.labels(*labels).observe
+        errors = Tally[str]()
+        for status, seconds in calls:
+            observe(seconds)
+            if status is None:
+                errors["no_response"] += 1
+            elif status >= 400:
+                errors[f"http_{status // 100}xx"] += 1
+        for reason, number in errors.items():
+            DESTINATION_ERRORS.labels(*labels, reason).inc(number)
 
 
 def workspace_slug(workspace_id: int) -> str:

@@ -172,3 +172,25 @@ def test_docs_operations_lists_exactly_the_metrics_there_are(db):
     state = {family.name for family in metrics.DatabaseCollector().collect()}
     documented = set(re.findall(r"`(schemabridge_[a-z_]+)`", (ROOT / "docs" / "operations.md").read_text()))
     assert documented == events | state
+
+
+def test_a_batch_of_calls_is_counted_per_destination_and_reason(db, scrape):
+    """One commit records calls to several destinations at once (counted per destination, not
+    per call): every call, its latency and its error reason land on its own destination."""
+    from executions import metrics
+
+    metrics._destination_labels.update({901: ("ws-a", "alpha"), 902: ("ws-b", "beta")})
+    alpha, beta = {"workspace": "ws-a", "destination": "alpha"}, {"workspace": "ws-b", "destination": "beta"}
+    before = scrape()
+    metrics.destination_calls([(901, 1, 200, 0.01, ""), (902, 2, None, 0.5, "refused"), (901, 3, 503, 0.2, ""),
+                               (901, 4, 404, 0.02, ""), (902, 5, 201, 0.03, ""), (901, 6, 502, 7.0, "")])
+    after = scrape()
+    assert delta(before, after, "schemabridge_destination_calls_total", **alpha) == 4
+    assert delta(before, after, "schemabridge_destination_calls_total", **beta) == 2
+    assert delta(before, after, "schemabridge_destination_call_seconds_count", **alpha) == 4
+    assert delta(before, after, "schemabridge_destination_call_seconds_sum", **alpha) == pytest.approx(7.23)
+    assert delta(before, after, "schemabridge_destination_call_seconds_sum", **beta) == pytest.approx(0.53)
+    assert delta(before, after, "schemabridge_destination_errors_total", **alpha, reason="http_5xx") == 2
+    assert delta(before, after, "schemabridge_destination_errors_total", **alpha, reason="http_4xx") == 1
+    assert delta(before, after, "schemabridge_destination_errors_total", **beta, reason="no_response") == 1
+    assert delta(before, after, "schemabridge_destination_errors_total", **beta, reason="http_5xx") == 0
