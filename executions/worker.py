@@ -42,7 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -207,7 +207,120 @@ class SlotGate:
             start()
 
 
-def _settle(future: Future[Any], fn: Callable[[], Any]) -> None:
+class StepFuture:
+    """The result of one step in flight: ``concurrent.futures.Future``'s protocol (result,
+    exception, cancel, done-callbacks; ``InvalidStateError`` when settled twice), on a plain
+    lock. The standard future builds a ``threading.Condition`` (with its own re-entrant lock)
+    for every step, and takes it for each callback and result: a tenth of a drain thread's
+    interpreter time at a limit of 256 (docs/performance.md, "Eighth pass"). Only ``result``
+    on a future that has not settled waits, on an event made for that wait alone."""
+
+    __slots__ = ("_callbacks", "_exception", "_lock", "_result", "_state", "_waiter")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = _PENDING
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._callbacks: list[Callable[[StepFuture], object]] = []
+        self._waiter: threading.Event | None = None
+
+    def __repr__(self) -> str:
+        return f"<StepFuture {self._state}>"
+
+    def done(self) -> bool:
+        return self._state in (_CANCELLED, _FINISHED)
+
+    def cancelled(self) -> bool:
+        return self._state == _CANCELLED
+
+    def running(self) -> bool:
+        return self._state == _RUNNING
+
+    def cancel(self) -> bool:
+        """Cancel unless running or settled (True if it is cancelled now)."""
+        with self._lock:
+            if self._state in (_RUNNING, _FINISHED):
+                return False
+            if self._state == _CANCELLED:
+                return True
+            self._state = _CANCELLED
+        self._settled()
+        return True
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """For a pool thread about to run the step: False if it was cancelled meanwhile."""
+        with self._lock:
+            if self._state == _CANCELLED:
+                return False
+            if self._state != _PENDING:
+                raise InvalidStateError(f"{self!r} is not pending")
+            self._state = _RUNNING
+            return True
+
+    def set_result(self, result: Any) -> None:
+        self._settle(result, None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._settle(None, exception)
+
+    def _settle(self, result: Any, exception: BaseException | None) -> None:
+        with self._lock:
+            if self._state in (_CANCELLED, _FINISHED):
+                raise InvalidStateError(f"{self!r} is settled already")
+            self._result, self._exception, self._state = result, exception, _FINISHED
+        self._settled()
+
+    def _settled(self) -> None:
+        with self._lock:
+            callbacks, self._callbacks = self._callbacks, []
+            if self._waiter is not None:
+                self._waiter.set()
+        for callback in callbacks:
+            self._call(callback)
+
+    def _call(self, callback: Callable[[StepFuture], object]) -> None:
+        try:
+            callback(self)
+        except Exception:
+            log.exception("a step future's done-callback %r raised", callback)
+
+    def add_done_callback(self, callback: Callable[[StepFuture], object]) -> None:
+        """Call ``callback(self)`` once it settles: now, on this thread, if it has."""
+        with self._lock:
+            if self._state not in (_CANCELLED, _FINISHED):
+                self._callbacks.append(callback)
+                return
+        self._call(callback)
+
+    def _wait(self, timeout: float | None) -> None:
+        with self._lock:
+            if self._state in (_CANCELLED, _FINISHED):
+                return
+            waiter = self._waiter = self._waiter or threading.Event()
+        if not waiter.wait(timeout):
+            raise TimeoutError(f"{self!r} did not settle within {timeout}s")
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._wait(timeout)
+        if self._state == _CANCELLED:
+            raise CancelledError()
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        if self._state == _CANCELLED:
+            raise CancelledError()
+        return self._exception
+
+
+_PENDING, _RUNNING, _CANCELLED, _FINISHED = "PENDING", "RUNNING", "CANCELLED", "FINISHED"
+AnyFuture = Future[Any] | StepFuture  # the step loop settles either (tests hand it plain futures)
+
+
+def _settle(future: AnyFuture, fn: Callable[[], Any]) -> None:
     """Set ``future`` from ``fn()`` (its result or its exception) unless it was cancelled."""
     try:
         result = fn()
@@ -228,7 +341,7 @@ class StepLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._pending: list[tuple[Any, Future[Any]]] = []  # started from other threads, no task yet
+        self._pending: list[tuple[Any, AnyFuture]] = []  # started from other threads, no task yet
         self._pending_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="sb-step-loop", daemon=True)
         self.thread.start()
@@ -237,7 +350,7 @@ class StepLoop:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def start(self, coroutine: Any, future: Future[Any]) -> None:
+    def start(self, coroutine: Any, future: AnyFuture) -> None:
         """Run ``coroutine`` on the loop, its result or exception settling ``future``; a
         cancelled ``future`` cancels it. Called on the loop's own thread (a call ended and its
         slot's next step starts), the task is created directly — the next turn of the loop.
@@ -268,7 +381,7 @@ class StepLoop:
         for coroutine, future in pending:
             self._create(coroutine, future)
 
-    def _create(self, coroutine: Any, future: Future[Any]) -> None:
+    def _create(self, coroutine: Any, future: AnyFuture) -> None:
         if future.cancelled():  # cancelled before it started (a shutdown, a timeout)
             coroutine.close()
             return
@@ -306,13 +419,13 @@ class StepPool:
     or was released at shutdown would keep a stopping worker process alive."""
 
     def __init__(self, threads: int) -> None:
-        self.queue: queue.SimpleQueue[tuple[Future[Any], Any, tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[StepFuture, Any, tuple[Any, ...]] | None] = queue.SimpleQueue()
         self.threads = [threading.Thread(target=self._work, name=f"sb-step-{i}", daemon=True) for i in range(threads)]
         for thread in self.threads:
             thread.start()
 
-    def submit(self, fn: Any, *args: Any) -> Future[Any]:
-        future: Future[Any] = Future()
+    def submit(self, fn: Any, *args: Any) -> StepFuture:
+        future = StepFuture()
         self.queue.put((future, fn, args))
         return future
 
@@ -346,8 +459,8 @@ class StepPool:
 class InlineExecutor:
     """A ThreadPoolExecutor look-alike that runs each call at once on the caller's thread."""
 
-    def submit(self, fn: Any, *args: Any) -> Future[Any]:
-        future: Future[Any] = Future()
+    def submit(self, fn: Any, *args: Any) -> StepFuture:
+        future = StepFuture()
         try:
             future.set_result(fn(*args))
         except BaseException as error:
@@ -380,12 +493,12 @@ class Drain:
         self.bound_cap = int(conf["DESTINATION_IN_FLIGHT"]) if threads > 0 else self.batch
         self.queue_ahead = threads > 0
         self.gates: dict[int, SlotGate] = {}  # by destination id
-        self.in_flight: dict[Future[Outcome], InFlight] = {}
+        self.in_flight: dict[StepFuture, InFlight] = {}
         # Every future, as it settles (a done-callback, on whatever thread settles it): a
         # collect takes what finished from here instead of waiting on every future in flight
         # (up to DESTINATION_IN_FLIGHT of them, each with a lock to take, on every turn).
         # Futures no longer in ``in_flight`` (timed out, fenced off, released) are skipped.
-        self.finished: queue.SimpleQueue[Future[Outcome]] = queue.SimpleQueue()
+        self.finished: queue.SimpleQueue[StepFuture] = queue.SimpleQueue()
         self.listener: psycopg.Connection[Any] | None = None
         self.last_heartbeat = self.last_reap = self.next_claim_at = self.last_stop_check = 0.0
         self.stopping_since: float | None = None
@@ -624,7 +737,7 @@ class Drain:
         destination-bound step that blocks), or the thread pool. A destination-bound step
         goes through its destination's SlotGate: it starts when one of this drain's slots
         there is free."""
-        future: Future[Outcome]
+        future: StepFuture
         loop = None
         if engine.runs_async(entry.run) and not isinstance(self.pool, InlineExecutor):
             loop = self.step_loop = self.step_loop or StepLoop()
@@ -635,15 +748,15 @@ class Drain:
             entry.gate = self.gates.get(destination) or self.gates.setdefault(destination, SlotGate())
             future = self._start_gated(entry, entry.gate, loop)
         elif loop is not None:
-            future = Future()
+            future = StepFuture()
             loop.start(self._execute_async(entry), future)
         else:
             future = self.pool.submit(self._execute, entry)
         self.in_flight[future] = entry
         future.add_done_callback(self.finished.put)
 
-    def _start_gated(self, entry: InFlight, gate: SlotGate, loop: StepLoop | None) -> Future[Outcome]:
-        future: Future[Outcome] = Future()
+    def _start_gated(self, entry: InFlight, gate: SlotGate, loop: StepLoop | None) -> StepFuture:
+        future = StepFuture()
 
         if loop is not None:
             async def call() -> Outcome:
@@ -726,11 +839,11 @@ class Drain:
             self._commit(results, self._hand_over(finished))
         return len(results)
 
-    def _finished(self, *, until: float, enough: int) -> list[Future[Outcome]]:
+    def _finished(self, *, until: float, enough: int) -> list[StepFuture]:
         """The futures of ``in_flight`` that have settled: all there are now, waiting until
         monotonic time ``until`` for at least ``enough`` of them."""
-        done: list[Future[Outcome]] = []
-        seen: set[Future[Outcome]] = set()
+        done: list[StepFuture] = []
+        seen: set[StepFuture] = set()
         while True:
             try:
                 left = until - time.monotonic()
@@ -916,7 +1029,7 @@ class Drain:
         for entry in due:
             entry.shown_running = True
 
-    def _fence_off(self, lost: list[tuple[Future[Outcome], InFlight]]) -> None:
+    def _fence_off(self, lost: list[tuple[StepFuture, InFlight]]) -> None:
         """Steps whose lease another worker took while they ran here (this process paused,
         or lost its connection, past the lease): their results will be discarded, one not
         started yet does not start, and each step's history says so (S5, like a late result
