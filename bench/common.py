@@ -208,6 +208,39 @@ def wait_until(check: Callable[[], tuple[bool, int]], *, total: int, label: str,
         time.sleep(interval)
 
 
+def machine_speed(repeat: int = 3) -> dict[str, float]:
+    """How fast this machine is right now, by two fixed workloads (best of ``repeat``): the
+    interpreter (``python_ms``: dicts, strings, JSON and UUIDs, as the engine's own code) and
+    PostgreSQL (``database_ms``: one aggregate over a generated series). Benchmark figures
+    from different machines, or from one machine under different neighbours, compare only
+    through these: the same engine has run at 1,400 and 3,800 calls/s on two machines of the
+    same kind (docs/performance.md, "Eighth pass")."""
+    import json
+    import uuid
+
+    from django.db import connection
+
+    def interpreter() -> None:
+        for n in range(20_000):
+            row = {"id": n, "key": f"item-{n}", "status": "READY", "token": str(uuid.UUID(int=n))}
+            json.loads(json.dumps(row))
+
+    def database() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM generate_series(1, 1000000)")
+            cursor.fetchone()
+
+    def best(work: Callable[[], None]) -> float:
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - started)
+        return round(1000 * min(times), 1)
+
+    return {"python_ms": best(interpreter), "database_ms": best(database)}
+
+
 class CpuSampler:
     """Where the machine's CPU goes during a benchmark: every ``interval`` seconds, the CPU
     seconds used so far by the worker cluster, by PostgreSQL's processes, by the benchmark's

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import Cluster, CpuSampler, reset, wait_until
+from bench.common import Cluster, CpuSampler, machine_speed, reset, wait_until
 from bench.latency_server import LatencyServer
 from executions import services
 from executions.models import Destination, Execution, FanOut, Step
@@ -53,6 +53,7 @@ def progress(execution_id: Any) -> tuple[bool, int]:
 def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0, workers: int = 2,
         timeout: float = 900.0, profile_queries: bool = False) -> dict[str, Any]:
     reset()
+    machine = machine_speed()
     workspace = Workspace.objects.get(slug="default")
     server = LatencyServer(latency_ms / 1000.0).start()
     Destination.objects.filter(workspace=workspace, name="bench-api").delete()
@@ -103,6 +104,9 @@ def run(limit: int, latency_ms: float, items: int, *, background_items: int = 0,
         # cores busy meanwhile: once the cores are the limit, a change that makes a call
         # cheaper shows here even when calls_per_s moves with the machine's other load.
         "cpu_ms_per_call": cpu.per_unit(server.first_at or 0.0, server.last_at or 0.0, server.answered),
+        # The machine's speed before the run and after it (bench.common.machine_speed): what
+        # tells a slower engine from a slower machine or busier neighbours.
+        "machine": {"before": machine, "after": machine_speed()},
     }
     result["ok"] = succeeded == items and merge == "SUCCEEDED" and server.peak <= limit
     if profile is not None:

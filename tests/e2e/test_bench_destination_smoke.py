@@ -36,6 +36,11 @@ def test_bench_destination_smoke_is_ok_and_never_exceeds_the_limit(db):
         assert all(0 <= busy <= 8 for busy in by_second)
         slot_seconds = result["mean_in_flight"] * result["seconds"]
         assert sum(by_second) == pytest.approx(slot_seconds, abs=0.05 * len(by_second) + 0.1)
+        # The CPU per call by who used it, and the machine's own speed around the run.
+        cpu = result["cpu_ms_per_call"]
+        assert cpu["workers"] > 0 and cpu["database"] > 0 and 0 < cpu["cores_busy"] <= os.cpu_count()
+        for when in ("before", "after"):
+            assert result["machine"][when]["python_ms"] > 0 and result["machine"][when]["database_ms"] > 0
     finally:
         params = connection.get_connection_params()
         params["dbname"] = "postgres"
