@@ -21,7 +21,6 @@ A MERGE locks the row and decides from the counts alone, in O(1) (the rule: merg
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any, cast
 
@@ -423,9 +422,6 @@ def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner,
             for index, items in sorted(groups.items())]
 
 
-_parsed = functools.lru_cache(maxsize=1024)(parse_path)
-
-
 def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner,
                   batch: list[tuple[int, dict[str, Any]]]) -> tuple[dict[int, str], dict[int, str]]:
     """Each child's input (JSON text), rendered from the itemInput template over its own
@@ -451,7 +447,7 @@ def _render_batch(cursor: Any, step: StepRun, vertex: ast.Spawner,
     for index, local in batch:
 
         def lookup(text: str, local: dict[str, Any] = local) -> Any:
-            path = _parsed(text)  # parsed once per batch, not once per item
+            path = parse_path(text)  # parsed once (paths.parse_path keeps them)
             return resolve(path, local) if path.root in local else context_value(text)
 
         try:

@@ -1,5 +1,5 @@
-"""The event-loop transport of ``outbound.fetch_async``: HTTP/1.1 on asyncio streams, with a
-keep-alive pool per destination. Requests are written here (their parts checked first);
+"""The event-loop transport of ``outbound.fetch_async``: HTTP/1.1 on asyncio sockets (a
+protocol per connection), with a keep-alive pool per destination. Requests are written here (their parts checked first);
 answers are framed by ``httptools`` (llhttp, the C parser Node.js uses).
 
 Why not ``httpx.AsyncClient``: on this path a worker keeps hundreds of calls in flight on one
@@ -33,6 +33,7 @@ cannot have seen it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import ssl
@@ -46,7 +47,6 @@ import httptools
 
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept
 MAX_IDLE = 512  # idle connections kept per pool: a destination's limit bounds the calls in flight
-READ_CHUNK = 65536
 MAX_HEADER_BYTES = 65536  # an answer's head (status line and fields), and its trailer fields, at most
 USER_AGENT = "SchemaBridge"
 
@@ -73,18 +73,79 @@ class Answer:
         return ""
 
 
-@dataclass
+class _Socket(asyncio.Protocol):
+    """One connection's socket events, kept for the exchange that reads it: the chunks that
+    arrived, the end of the connection, and a waiter that the next event wakes.
+
+    Not asyncio's StreamReader and StreamWriter: their buffer copies every chunk twice (in
+    and out of a bytearray), and each read and each ``drain`` is a coroutine with a future
+    of its own — about 30 µs of the loop's CPU per call at a limit of 256, a third of the
+    transport's (docs/performance.md, "Ninth pass"). The framing logic (``_over``) is the same."""
+
+    __slots__ = ("chunks", "eof", "error", "transport", "waiter")
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.chunks: list[bytes] = []
+        self.eof = False  # the server ended its side, or the connection is gone
+        self.error: BaseException | None = None  # why the connection was lost, if not cleanly
+        self.waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport (create_connection)
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        self._wake()
+        return None  # the transport closes itself: nothing is written after the answer's end
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.error = self.error or exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read(self) -> bytes:
+        """The bytes that arrived since the last read (waiting for some); b"" at the end of
+        the connection, or its error if it was lost with one."""
+        while not self.chunks:
+            if self.eof:
+                if self.error is not None:
+                    raise self.error
+                return b""
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        chunks, self.chunks = self.chunks, []
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 class Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    idle_since: float = 0.0
+    """A connection of a pool: its transport and the socket events of ``_Socket``."""
+
+    __slots__ = ("idle_since", "socket", "transport")
+
+    def __init__(self, transport: asyncio.Transport, socket: _Socket) -> None:
+        self.transport = transport
+        self.socket = socket
+        self.idle_since = 0.0
 
     def usable(self, now: float) -> bool:
-        return (now - self.idle_since < KEEPALIVE_EXPIRY and not self.reader.at_eof()
-                and not self.writer.is_closing() and self.reader.exception() is None)
+        """Reusable: not idle past KEEPALIVE_EXPIRY, not closed or closing, and nothing arrived
+        while it was idle (an answer to no request: the server is out of step)."""
+        socket = self.socket
+        return (now - self.idle_since < KEEPALIVE_EXPIRY and not socket.eof and not socket.chunks
+                and not self.transport.is_closing())
 
     def close(self) -> None:
-        self.writer.close()
+        self.transport.close()
 
 
 # Idle connections per event loop and pool key; a loop that is gone takes its pools with it.
@@ -110,13 +171,12 @@ async def connect_to(addresses: Sequence[Any], port: int, *, tls_name: str | Non
     failure: BaseException | None = None
     for address in addresses:
         try:
-            reader, writer = await asyncio.open_connection(
-                str(address), port, ssl=ssl_context() if tls_name else None,
-                server_hostname=tls_name, limit=READ_CHUNK * 4)
+            transport, socket = await asyncio.get_running_loop().create_connection(
+                _Socket, str(address), port, ssl=ssl_context() if tls_name else None, server_hostname=tls_name)
         except (OSError, ssl.SSLError) as error:
             failure = error
             continue
-        return Connection(reader, writer)
+        return Connection(transport, socket)
     raise TransportError(_describe(failure) if failure else "no address to connect to")
 
 
@@ -161,20 +221,30 @@ def request_bytes(method: str, target: bytes, headers: list[tuple[str, str]], bo
     """The request as sent: its line, its headers in order, the body (the caller has set
     Host and Content-Length). Raises RequestRefused for anything that could not be framed as
     given — a line break in a header value would start a header of the caller's choosing."""
-    lines = [method.encode("ascii", "replace"), b" ", target, b" HTTP/1.1\r\n"]
-    if not _TOKEN.fullmatch(lines[0]):
+    return b"".join([_request_line(method, target), *[_field(name, value) for name, value in headers], b"\r\n", body])
+
+
+# Both checks are cached: a step's calls send the same line and nearly the same fields every
+# time (only the idempotency key and the length change), and checking each part against its
+# pattern cost more than the rest of writing the request. A refusal raises, so it is never cached.
+@functools.lru_cache(maxsize=1024)
+def _request_line(method: str, target: bytes) -> bytes:
+    raw_method = method.encode("ascii", "replace")
+    if not _TOKEN.fullmatch(raw_method):
         raise RequestRefused(f"the request is not valid HTTP/1.1: method {method!r}")
     if not _TARGET.fullmatch(target):
         raise RequestRefused(f"the request is not valid HTTP/1.1: target {target!r}")
-    for name, value in headers:
-        raw_name, raw_value = name.encode("latin-1", "replace"), value.encode("latin-1", "replace")
-        if not _TOKEN.fullmatch(raw_name):
-            raise RequestRefused(f"the request is not valid HTTP/1.1: header name {name!r}")
-        if not _FIELD_VALUE.fullmatch(raw_value):
-            raise RequestRefused(f"the request is not valid HTTP/1.1: the value of header {name!r}")
-        lines += (raw_name, b": ", raw_value, b"\r\n")
-    lines += (b"\r\n", body)
-    return b"".join(lines)
+    return raw_method + b" " + target + b" HTTP/1.1\r\n"
+
+
+@functools.lru_cache(maxsize=4096)
+def _field(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode("latin-1", "replace"), value.encode("latin-1", "replace")
+    if not _TOKEN.fullmatch(raw_name):
+        raise RequestRefused(f"the request is not valid HTTP/1.1: header name {name!r}")
+    if not _FIELD_VALUE.fullmatch(raw_value):
+        raise RequestRefused(f"the request is not valid HTTP/1.1: the value of header {name!r}")
+    return raw_name + b": " + raw_value + b"\r\n"
 
 
 class _Reading:
@@ -238,12 +308,13 @@ async def _over(conn: Connection, pool: list[Connection], method: str, target: b
     keep = False
     received = False
     try:
-        conn.writer.write(request_bytes(method, target, headers, body))
-        await conn.writer.drain()
+        # Written without waiting for the transport to drain: the request is in memory already,
+        # and the answer may begin before the server has read all of it.
+        conn.transport.write(request_bytes(method, target, headers, body))
         reading = _Reading()
         checked = False
         while not reading.done:
-            chunk = await conn.reader.read(READ_CHUNK)
+            chunk = await conn.socket.read()
             if not chunk:
                 if reading.headers_done and reading.body_to_eof():
                     break  # the end of the connection ends the body (never reused)
@@ -277,7 +348,7 @@ async def _over(conn: Connection, pool: list[Connection], method: str, target: b
         answer = Answer(reading.parser.get_status_code(), reading.headers, b"".join(reading.chunks))
         keep = reading.done and not reading.after and reading.keep_alive
         return answer
-    except (OSError, ssl.SSLError, asyncio.IncompleteReadError, _ProtocolError) as error:
+    except (OSError, ssl.SSLError, _ProtocolError) as error:
         if not fresh and not received:
             raise _StaleConnection() from error
         raise TransportError(_describe(error)) from error

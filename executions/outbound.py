@@ -426,15 +426,10 @@ async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: 
     id). Raises OutboundError subclasses, TransportError included."""
     target = _target(url)
     body = http11.json_bytes(json_body) if json_body is not None else b""
-    # Defaults the caller's headers replace (in any case); the framing and encoding are ours.
-    defaults = {"Host": target.host_header, "User-Agent": http11.USER_AGENT, "Accept": "*/*"}
-    if json_body is not None:
-        defaults["Content-Type"] = "application/json"
-    given = {name: value for name, value in (headers or {}).items()
-             if name.lower() not in ("accept-encoding", "content-length")}
-    replaced = {name.lower() for name in given}
-    sent = {**{name: value for name, value in defaults.items() if name.lower() not in replaced}, **given,
-            "Accept-Encoding": "identity", "Content-Length": str(len(body))}
+    given = headers or {}
+    sent = [*_defaults(target.host_header, frozenset(name.lower() for name in given), json_body is not None),
+            *((name, value) for name, value in given.items() if name.lower() not in _FRAMING),
+            ("Accept-Encoding", "identity"), ("Content-Length", str(len(body)))]
 
     async def connect() -> http11.Connection:
         addresses = await allowed_addresses_async(target.host, target.port)
@@ -444,7 +439,7 @@ async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: 
         # One deadline for the whole call: resolving, connecting, TLS, sending, every read.
         async with asyncio.timeout(timeout):
             answer = await http11.exchange(
-                (pool, target.origin), connect, method, target.path, list(sent.items()), body,
+                (pool, target.origin), connect, method, target.path, sent, body,
                 max_bytes=max_bytes, too_large=ResponseTooLarge)
     except TimeoutError as error:
         raise DeadlineExceeded(f"timed out after {timeout:g}s") from error
@@ -459,6 +454,20 @@ async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: 
         raise UnsupportedEncoding(f"the response is compressed ({encoding}) although "
                                   f"'Accept-Encoding: identity' was asked for")
     return Fetched(answer.status, answer.content, answer.header(b"content-type"))
+
+
+# The framing and the encoding are ours: a caller's headers of these names are dropped.
+_FRAMING = frozenset({"accept-encoding", "content-length"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _defaults(host_header: str, replaced: frozenset[str], json: bool) -> tuple[tuple[str, str], ...]:
+    """The default headers that the caller's (named ``replaced``, in lower case) do not
+    replace; worked out once per host and set of names, not for every call."""
+    defaults = [("Host", host_header), ("User-Agent", http11.USER_AGENT), ("Accept", "*/*")]
+    if json:
+        defaults.append(("Content-Type", "application/json"))
+    return tuple((name, value) for name, value in defaults if name.lower() not in replaced)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 in a drain): the same checks as the blocking client, observed on loopback test servers.
 
 Refusals of other addresses are proven without sending a packet: the resolver is patched and
-``asyncio.open_connection`` — the only way ``http11`` opens a socket — is spied on (and refuses
-anything but loopback)."""
+the event loop's ``create_connection`` — the only way ``http11`` opens a socket — is spied on
+(and refuses anything but loopback)."""
 
 from __future__ import annotations
 
@@ -26,15 +26,15 @@ LOOPBACK = ("127.", "::1")
 def connects(monkeypatch) -> list[str]:
     """Every address the async backend connects to; a non-loopback one is refused before connecting."""
     seen: list[str] = []
-    real = asyncio.open_connection
+    real = asyncio.BaseEventLoop.create_connection
 
-    async def spy(host: str, *args: Any, **kwargs: Any) -> Any:
+    async def spy(loop: asyncio.BaseEventLoop, protocol: Any, host: str, *args: Any, **kwargs: Any) -> Any:
         seen.append(host)
         if not host.startswith(LOOPBACK):
             raise AssertionError(f"a test tried to connect to {host}")
-        return await real(host, *args, **kwargs)
+        return await real(loop, protocol, host, *args, **kwargs)
 
-    monkeypatch.setattr(asyncio, "open_connection", spy)
+    monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", spy)
     return seen
 
 

@@ -13,6 +13,7 @@ the literal string with one ``$`` removed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,6 +58,13 @@ class Path:
 def parse_path(text: str) -> Path:
     if not isinstance(text, str) or not text.startswith("$"):
         raise PathSyntaxError("a path starts with '$'")
+    return _parse(text)
+
+
+# Paths are few (those of the published documents) and evaluated for every step that reads one
+# (an HTTP body, an itemInput, a CHOICE): parse each once. A refusal raises, so it is not kept.
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Path:
     position, segments = 1, []
     while position < len(text):
         match = _SEGMENT.match(text, position)
