@@ -267,7 +267,8 @@ def test_a_malformed_answer_is_a_transport_error(allow_loopback):
         run(scenario())
 
 
-@pytest.mark.parametrize("name, value", [("X-A", " leading"), ("X-A", "nul\x00"), ("X A", "1"), ("X:A", "1"),
+@pytest.mark.parametrize("name, value", [("X-A", " leading"), ("X-A", "trailing "), ("X-A", "nul\x00"),
+                                         ("X-A", "del\x7f"), ("X-A", "cr\ronly"), ("X A", "1"), ("X:A", "1"),
                                          ("X-A", "line\nbreak")])
 def test_headers_that_cannot_be_framed_are_refused_before_sending(name, value):
     with pytest.raises(http11.RequestRefused, match=r"not valid HTTP/1\.1"):
