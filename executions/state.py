@@ -115,7 +115,8 @@ _EXECUTION_AUTO = {
 
 
 def _statement(*, table: str, kind: str, to: str, sources: list[str], source: _Source, sets: dict[str, str],
-               skip_locked: bool, returning: Sequence[str], message: str | None) -> tuple[str, dict]:
+               skip_locked: bool, returning: Sequence[str], message: str | None,
+               select: Sequence[str] = ()) -> tuple[str, dict]:
     is_step = kind == "step"
     auto = (_STEP_AUTO if is_step else _EXECUTION_AUTO)[to]  # type: ignore[index]  # str-valued enums
     assignments = {**auto, **sets}
@@ -152,7 +153,7 @@ def _statement(*, table: str, kind: str, to: str, sources: list[str], source: _S
                    coalesce(message, ''), now()
             FROM moved
         )
-        SELECT * FROM moved
+        SELECT {", ".join(select) or "*"} FROM moved
     """  # noqa: S608 - constant SQL fragments and fixed column names only
     params = {**source.params, "to_status": str(to), "from_statuses": sources, "event_message": message}
     return sql, params
@@ -164,20 +165,37 @@ def _fetch(cursor: Any, sql: str, params: dict[str, Any]) -> list[dict[str, Any]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+def _step_statement(to: str, source: _Source, *, sets: dict[str, str] | None, from_: Iterable[str] | None,
+                    skip_locked: bool, returning: Sequence[str], message: str | None,
+                    select: Sequence[str] = ()) -> tuple[str, dict]:
+    allowed = allowed_from(STEP_TRANSITIONS, to)
+    sources = [s for s in allowed if from_ is None or s in set(from_)]
+    return _statement(table="executions_step", kind="step", to=to, sources=sources, source=source, sets=sets or {},
+                      skip_locked=skip_locked, returning=returning, message=message, select=select)
+
+
 def _move_steps(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
                 from_: Iterable[str] | None = None, skip_locked: bool = False,
-                returning: Sequence[str] = (), message: str | None = None) -> list[dict[str, Any]]:
-    """Move the steps named by ``source`` to ``to``; returns the rows that moved.
+                returning: Sequence[str] = (), message: str | None = None,
+                select: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Move the steps named by ``source`` to ``to``; returns the rows that moved (their
+    ``select`` columns, default all).
 
     ``from_`` narrows the allowed source statuses. SQL in ``sets`` may refer to the step as
     ``s`` and to source columns as ``src.<name>``.
     """
-    allowed = allowed_from(STEP_TRANSITIONS, to)
-    sources = [s for s in allowed if from_ is None or s in set(from_)]
-    sql, params = _statement(table="executions_step", kind="step", to=to, sources=sources, source=source,
-                             sets=sets or {}, skip_locked=skip_locked, returning=returning,
-                             message=message)
-    return _fetch(cursor, sql, params)
+    return _fetch(cursor, *_step_statement(to, source, sets=sets, from_=from_, skip_locked=skip_locked,
+                                           returning=returning, message=message, select=select))
+
+
+def _move_step_ids(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
+                   from_: Iterable[str] | None = None) -> set[int]:
+    """``_move_steps`` for a caller that needs only which steps moved: the statement returns
+    their ids alone (a commit moves hundreds of rows; their other columns cost a row dict,
+    a UUID and some strings each, on the drain's thread, for nothing)."""
+    cursor.execute(*_step_statement(to, source, sets=sets, from_=from_, skip_locked=False, returning=(),
+                                    message=None, select=("id",)))
+    return {row[0] for row in cursor.fetchall()}
 
 
 def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
@@ -185,9 +203,11 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
     """Move executions to ``to`` and keep fan-out counts, merge wake-ups and redrive in step."""
     allowed = allowed_from(EXECUTION_TRANSITIONS, to)
     sources = [s for s in allowed if from_ is None or s in set(from_)]
+    # Only what the fan-out bookkeeping and the metrics read (``_propagate_to_fanouts``).
     sql, params = _statement(table="executions_execution", kind="execution", to=to, sources=sources,
                              source=source, sets=sets or {}, skip_locked=False,
-                             returning=("s.spawned_by_id", "s.parent_id", "s.status"), message=message)
+                             returning=("s.spawned_by_id", "s.status"), message=message,
+                             select=("id", "from_status", "spawned_by_id", "status"))
     moved = _fetch(cursor, sql, params)
     metrics.children_finished(moved)
     deferred = _deferred_fanouts.get()
@@ -399,6 +419,8 @@ def claim_steps(cursor: Any, step_ids: Sequence[int], *, lease_seconds: float, w
               "holds_slot": "s.id <> ALL(%(queued)s::bigint[])"},
         returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
                    "now() AS claimed_at", "s.lease_expiries", "s.holds_slot"),
+        select=("id", "execution_id", "vertex", "prev_vertex", "attempt", "max_attempts", "lease_token", "state",
+                "destination_id", "claimed_at", "lease_expiries", "holds_slot"),  # what leases._claim reads
     )
 
 
@@ -434,7 +456,7 @@ def fail_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
 
 def succeed_steps(cursor: Any, step_ids: Sequence[int]) -> set[int]:
     """RUNNING → SUCCEEDED (a committed result)."""
-    return _moved_ids(_move_steps(cursor, S.SUCCEEDED, _ids(step_ids), from_=[S.RUNNING]))
+    return _move_step_ids(cursor, S.SUCCEEDED, _ids(step_ids), from_=[S.RUNNING])
 
 
 def retry_steps_later(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str], delays: Sequence[float],
@@ -442,15 +464,15 @@ def retry_steps_later(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[
     """RUNNING → READY after a retryable failure: attempt + 1, due after its backoff."""
     source = _rows({"error": ("text", errors), "due_in": ("float8", delays), "message": ("text", messages),
                     "reason": ("text", [f"retry backoff after: {e}"[:300] for e in errors])}, id_values=step_ids)
-    return _moved_ids(_move_steps(cursor, S.READY, source, from_=[S.RUNNING], sets={
+    return _move_step_ids(cursor, S.READY, source, from_=[S.RUNNING], sets={
         "attempt": "s.attempt + 1", "error": "src.error", "wait_reason": "src.reason",
-        "due_at": "now() + make_interval(secs => src.due_in)"}))
+        "due_at": "now() + make_interval(secs => src.due_in)"})
 
 
 def fail_steps(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str]) -> set[int]:
     """RUNNING → FAILED for good (no attempts left, or not retryable)."""
     source = _rows({"error": ("text", errors), "message": ("text", errors)}, id_values=step_ids)
-    return _moved_ids(_move_steps(cursor, S.FAILED, source, from_=[S.RUNNING], sets={"error": "src.error"}))
+    return _move_step_ids(cursor, S.FAILED, source, from_=[S.RUNNING], sets={"error": "src.error"})
 
 
 def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], due_in: Sequence[float | None],
@@ -460,9 +482,9 @@ def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], d
     source = _rows({"due_at": ("timestamptz", due_at), "due_in": ("float8", due_in),
                     "reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
                     "message": ("text", reasons)}, id_values=step_ids)
-    return _moved_ids(_move_steps(cursor, S.READY, source, from_=[S.RUNNING], sets={
+    return _move_step_ids(cursor, S.READY, source, from_=[S.RUNNING], sets={
         "due_at": "coalesce(src.due_at, now() + make_interval(secs => coalesce(src.due_in, 0)))",
-        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"}))
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
 
 
 def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str],
@@ -470,8 +492,8 @@ def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str]
     """RUNNING → WAITING until another transition wakes it (a merge waiting for children)."""
     source = _rows({"reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
                     "message": ("text", reasons)}, id_values=step_ids)
-    return _moved_ids(_move_steps(cursor, S.WAITING, source, from_=[S.RUNNING], sets={
-        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"}))
+    return _move_step_ids(cursor, S.WAITING, source, from_=[S.RUNNING], sets={
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
 
 
 def cancel_open_steps(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
@@ -489,10 +511,6 @@ def retry_failed_steps(cursor: Any, step_ids: Sequence[int], *, budgets: Sequenc
     return _move_steps(cursor, S.READY, source, from_=[S.FAILED], sets={
         "attempt": "s.attempt + 1", "max_attempts": "s.attempt + src.budget", "due_at": "now()",
         "wait_reason": "''", "error": "''"}, message=message)
-
-
-def _moved_ids(rows: list[dict[str, Any]]) -> set[int]:
-    return {row["id"] for row in rows}
 
 
 # --- named transitions: executions ---------------------------------------------------------------
