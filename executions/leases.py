@@ -232,8 +232,10 @@ def worker_label() -> str:
     return f"{registry.worker_host()}:{os.getpid()}"
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(NamedTuple):
+    """A step's lease as the fence checks it (a named tuple: built for every step of every
+    commit and heartbeat)."""
+
     step_id: int
     token: uuid.UUID
 
@@ -290,12 +292,17 @@ def _claim(cursor: Any, step_ids: list[int], queued: list[int] | None = None) ->
         ClaimedStep(
             step_id=row["id"], execution_id=row["execution_id"], vertex=row["vertex"],
             prev_vertex=row["prev_vertex"], attempt=row["attempt"], max_attempts=row["max_attempts"],
-            lease_token=row["lease_token"], state=payloads.decode(row["state"]) or {},
+            lease_token=row["lease_token"], state=_state(row["state"]),
             destination_id=row["destination_id"],
             claimed_at=row["claimed_at"], lease_expiries=row["lease_expiries"], holds_slot=row["holds_slot"],
         )
         for row in moved
     ]
+
+
+def _state(value: Any) -> dict[str, Any]:
+    """A claimed step's state; most steps have none (``{}``), which needs no JSON parser."""
+    return {} if value == "{}" else payloads.decode(value) or {}
 
 
 def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int | None = None,
