@@ -245,33 +245,43 @@ def fanout_counts_last(cursor: Any) -> Iterator[None]:
 
 _COUNTER = {E.SUCCEEDED: 0, E.FAILED: 1, E.CANCELLED: 2}
 
-# Counts move with each child's terminal transition. With maxConcurrency, a child that entered
-# (left) a terminal status frees (takes back) a slot if it held one: if its first step was ever
-# released (due_at is not records.HELD_UNTIL). A bad item's child has no step, a cancelled held
-# child never ran: neither frees a slot. Evaluated only for fan-outs with a limit.
+# Counts move with each child's terminal transition, one statement per commit for every
+# fan-out it touches (rows locked in step id order).
 _ADJUST_FANOUTS = f"""
     WITH d AS (
         SELECT unnest(%(ids)s::bigint[]) AS step_id, unnest(%(s)s::int[]) AS s,
                unnest(%(f)s::int[]) AS f, unnest(%(c)s::int[]) AS c, unnest(%(reopened)s::int[]) AS reopened
     ),
-    children AS (
-        SELECT unnest(%(child_fanouts)s::bigint[]) AS step_id, unnest(%(children)s::uuid[]) AS execution_id,
-               unnest(%(signs)s::int[]) AS sign
-    ),
     locked AS (
         SELECT f.step_id FROM executions_fanout f JOIN d USING (step_id) ORDER BY f.step_id FOR UPDATE OF f
     )
     UPDATE executions_fanout f
-    SET succeeded = f.succeeded + d.s, failed = f.failed + d.f, cancelled = f.cancelled + d.c,
-        free_slots = CASE WHEN f.max_concurrency IS NULL THEN f.free_slots ELSE f.free_slots + coalesce((
-            SELECT sum(c.sign) FROM children c WHERE c.step_id = f.step_id AND EXISTS (
-                SELECT 1 FROM executions_step st
-                WHERE st.execution_id = c.execution_id AND st.due_at <> %(held_until)s::timestamptz)), 0) END
+    SET succeeded = f.succeeded + d.s, failed = f.failed + d.f, cancelled = f.cancelled + d.c
     FROM d JOIN locked USING (step_id)
     WHERE f.step_id = d.step_id
     RETURNING f.step_id, f.execution_id, f.merge_vertex, f.spawner_vertex, f.max_concurrency, f.free_slots,
               f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided
 """  # noqa: S608 - constant SQL fragments and fixed column names only
+
+# Only for fan-outs with maxConcurrency (their rows are locked by _ADJUST_FANOUTS, in the same
+# transaction): a child that entered (left) a terminal status frees (takes back) a slot if it
+# held one — if its first step was ever released (due_at is not records.HELD_UNTIL). A bad
+# item's child has no step, a cancelled held child never ran: neither frees a slot. Apart
+# from the counts so that a commit of children of fan-outs without a limit — nearly all —
+# does not send every child's id, fan-out and sign for nothing (a tenth of a drain's commit).
+_ADJUST_FREE_SLOTS = """
+    WITH children AS (
+        SELECT unnest(%(child_fanouts)s::bigint[]) AS step_id, unnest(%(children)s::uuid[]) AS execution_id,
+               unnest(%(signs)s::int[]) AS sign
+    )
+    UPDATE executions_fanout f
+    SET free_slots = f.free_slots + coalesce((
+            SELECT sum(c.sign) FROM children c WHERE c.step_id = f.step_id AND EXISTS (
+                SELECT 1 FROM executions_step st
+                WHERE st.execution_id = c.execution_id AND st.due_at <> %(held_until)s::timestamptz)), 0)
+    WHERE f.step_id = ANY(%(ids)s)
+    RETURNING f.step_id, f.free_slots
+"""
 
 # After releasing held children: the slots they took, and where the next release starts.
 _RELEASED = """
@@ -312,15 +322,30 @@ def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
         "f": [deltas[k][1] for k in keys],
         "c": [deltas[k][2] for k in keys],
         "reopened": [deltas[k][3] for k in keys],
+    })
+    limited = [f for f in fanouts if f["max_concurrency"] is not None]
+    if limited:
+        ids = {f["step_id"] for f in limited}
+        _adjust_free_slots(cursor, limited, [c for c in children if c[0] in ids])
+    _release_held(cursor, [f for f in limited if f["free_slots"] > 0])
+    with_merge = [f for f in fanouts if f["merge_vertex"]]
+    _reopen_merges(cursor, [f for f in with_merge if f["reopened"]])
+    _wake_merges(cursor, [f for f in with_merge if f["decided"]])
+
+
+def _adjust_free_slots(cursor: Any, fanouts: list[dict[str, Any]], children: list[tuple[int, Any, int]]) -> None:
+    """maxConcurrency: the slots that children entering (+1) or leaving (-1) a terminal
+    status free or take back; updates ``free_slots`` of the ``fanouts`` rows in place."""
+    cursor.execute(_ADJUST_FREE_SLOTS, {
+        "ids": [f["step_id"] for f in fanouts],
         "child_fanouts": [c[0] for c in children],
         "children": [c[1] for c in children],
         "signs": [c[2] for c in children],
         "held_until": records.HELD_UNTIL,
     })
-    _release_held(cursor, [f for f in fanouts if f["max_concurrency"] is not None and f["free_slots"] > 0])
-    with_merge = [f for f in fanouts if f["merge_vertex"]]
-    _reopen_merges(cursor, [f for f in with_merge if f["reopened"]])
-    _wake_merges(cursor, [f for f in with_merge if f["decided"]])
+    free = dict(cursor.fetchall())
+    for fan in fanouts:
+        fan["free_slots"] = free[fan["step_id"]]
 
 
 def _release_held(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
