@@ -1,6 +1,7 @@
 """The event-loop transport of ``outbound.fetch_async``: HTTP/1.1 on asyncio sockets (a
-protocol per connection), with a keep-alive pool per destination. Requests are written here (their parts checked first);
-answers are framed by ``httptools`` (llhttp, the C parser Node.js uses).
+protocol per connection), with a keep-alive pool per destination. Requests are written here
+(their parts checked first); answers are framed by ``httptools`` (llhttp, the C parser
+Node.js uses).
 
 Why not ``httpx.AsyncClient``: on this path a worker keeps hundreds of calls in flight on one
 thread, and httpx's layers (client, transport, httpcore's pool, anyio) cost several times
@@ -79,8 +80,9 @@ class _Socket(asyncio.Protocol):
 
     Not asyncio's StreamReader and StreamWriter: their buffer copies every chunk twice (in
     and out of a bytearray), and each read and each ``drain`` is a coroutine with a future
-    of its own — about 30 µs of the loop's CPU per call at a limit of 256, a third of the
-    transport's (docs/performance.md, "Ninth pass"). The framing logic (``_over``) is the same."""
+    of its own; with them (and the request's parts checked for every call) a call cost the
+    loop 265k instructions, now 206k (callgrind; docs/performance.md, "Ninth pass"). The
+    framing logic (``_over``) is the same."""
 
     __slots__ = ("chunks", "eof", "error", "transport", "waiter")
 
@@ -226,7 +228,11 @@ def request_bytes(method: str, target: bytes, headers: list[tuple[str, str]], bo
 
 # Both checks are cached: a step's calls send the same line and nearly the same fields every
 # time (only the idempotency key and the length change), and checking each part against its
-# pattern cost more than the rest of writing the request. A refusal raises, so it is never cached.
+# pattern cost more than the rest of writing the request (checking every value again: +3% of a
+# worker's instructions per HTTP child). A refusal raises, so it is never cached. A cached
+# line may carry a destination's credential (its Authorization header): the worker holds the
+# key that unseals every credential anyway (docs/security.md), so this keeps nothing secret
+# that its memory did not hold already.
 @functools.lru_cache(maxsize=1024)
 def _request_line(method: str, target: bytes) -> bytes:
     raw_method = method.encode("ascii", "replace")
