@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 
-import psycopg
 import pytest
-from django.db import connection
 
-from tests.support.cluster import TEST_SETTINGS, manage
+from tests.support.cluster import bench_database, bench_result
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def test_bench_destination_smoke_is_ok_and_never_exceeds_the_limit(db):
-    bench_db = f"{connection.settings_dict['NAME']}_bench_dest_smoke"
-    env = {**os.environ, **TEST_SETTINGS, "SB_BENCH_DB": bench_db}
-    env.pop("SB_DB_NAME", None)
-    try:
-        done = manage("bench", "destination", "--limit", "8", "--latency-ms", "20", "--items", "200",
-                      "--background-items", "300", "--json", env=env, timeout=280)
-        assert done.returncode == 0, done.stderr[-3000:]
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+    with bench_database("bench_dest_smoke") as env:
+        result = bench_result("destination", "--limit", "8", "--latency-ms", "20", "--items", "200",
+                              "--background-items", "300", env=env)
         assert result["ok"] is True
         assert result["succeeded"] == 200 and result["merge"] == "SUCCEEDED"
         assert result["calls"] >= 200
@@ -41,8 +33,3 @@ def test_bench_destination_smoke_is_ok_and_never_exceeds_the_limit(db):
         assert cpu["workers"] > 0 and cpu["database"] > 0 and 0 < cpu["cores_busy"] <= os.cpu_count()
         for when in ("before", "after"):
             assert result["machine"][when]["python_ms"] > 0 and result["machine"][when]["database_ms"] > 0
-    finally:
-        params = connection.get_connection_params()
-        params["dbname"] = "postgres"
-        with psycopg.connect(**params, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')

@@ -3,14 +3,17 @@ commands — and polling the database for what they do (never a fixed sleep)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 from django.db import connection
 
 from tests.support import ARTIFACTS, ROOT
@@ -23,6 +26,30 @@ def manage(*args: str, env: dict[str, str] | None = None, timeout: float) -> sub
     return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT,
                           env=os.environ.copy() if env is None else env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+@contextlib.contextmanager
+def bench_database(name: str) -> Iterator[dict[str, str]]:
+    """The environment for a ``manage.py bench`` run against its own database ``<test db>_<name>``
+    (created by the command), which is dropped afterwards."""
+    database = f"{connection.settings_dict['NAME']}_{name}"
+    env = {**os.environ, **TEST_SETTINGS, "SB_BENCH_DB": database}
+    env.pop("SB_DB_NAME", None)
+    try:
+        yield env
+    finally:
+        params = connection.get_connection_params()
+        params["dbname"] = "postgres"
+        with psycopg.connect(**params, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def bench_result(*args: str, env: dict[str, str], timeout: float = 280) -> dict[str, Any]:
+    """Run ``manage.py bench *args --json``; its JSON object (the command must succeed)."""
+    done = manage("bench", *args, "--json", env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def ensure_tick_schedule() -> None:

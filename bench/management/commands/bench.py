@@ -9,6 +9,7 @@
     manage.py bench ui --children 100000      (the operator UI's server time; same as bench_ui)
     manage.py bench cluster --hosts 3 --items 50000 [--broker redis]   (root: network namespaces)
     manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
+    manage.py bench steps --items 4000        (an HTTP child's cost to one drain, phase by phase)
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class Command(BaseCommand):
                                  help="a plain fan-out of no-op TASK children running at the same time")
         destination.add_argument("--workers", type=int, default=2)
         destination.add_argument("--profile", action="store_true", help="add database time by statement shape")
-        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination):
+        steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
+        steps.add_argument("--items", type=int, default=4_000)
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, steps):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -135,6 +138,11 @@ class Command(BaseCommand):
             return cluster.run(options["hosts"], options["items"], options["broker"], options["workers"])
         except cluster.ClusterBenchError as error:
             raise CommandError(str(error)) from error
+
+    def _steps(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import steps
+
+        return steps.run(options["items"])
 
     def _destination(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import destination
