@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from bench import destination as destination_bench
 from bench.common import reset
 from bench.latency_server import LatencyServer
-from executions import destinations, engine, leases, services, state
+from executions import destinations, engine, leases, outbound, services, state
 from executions.models import Destination, Execution
 from executions.outcomes import Outcome
 from executions.runs import StepRun
@@ -124,8 +124,6 @@ async def _call(runs: list[StepRun]) -> list[Outcome]:
 
 
 async def _close() -> None:
-    from executions import outbound
-
     await outbound.close_async_clients()
 
 

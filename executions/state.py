@@ -300,18 +300,15 @@ _MERGE_STEPS = """
 
 def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
     deltas: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    children: list[tuple[int, Any, int]] = []  # (fan-out, child execution, +1 entered / -1 left terminal)
     for row in moved:
         if row["spawned_by_id"] is None:
             continue
         delta = deltas[row["spawned_by_id"]]
         if row["status"] in _COUNTER:
             delta[_COUNTER[row["status"]]] += 1
-            children.append((row["spawned_by_id"], row["id"], 1))
         if row["from_status"] in _COUNTER:
             delta[_COUNTER[row["from_status"]]] -= 1
             delta[3] += 1  # a child left a terminal status: the merge may need re-opening
-            children.append((row["spawned_by_id"], row["id"], -1))
     deltas = {key: value for key, value in deltas.items() if any(value[:3])}
     if not deltas:
         return
@@ -326,7 +323,10 @@ def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
     limited = [f for f in fanouts if f["max_concurrency"] is not None]
     if limited:
         ids = {f["step_id"] for f in limited}
-        _adjust_free_slots(cursor, limited, [c for c in children if c[0] in ids])
+        # (fan-out, child execution, +1 entered / -1 left a terminal status), for these fan-outs only.
+        children = [(row["spawned_by_id"], row["id"], sign) for row in moved if row["spawned_by_id"] in ids
+                    for sign, status in ((1, row["status"]), (-1, row["from_status"])) if status in _COUNTER]
+        _adjust_free_slots(cursor, limited, children)
     _release_held(cursor, [f for f in limited if f["free_slots"] > 0])
     with_merge = [f for f in fanouts if f["merge_vertex"]]
     _reopen_merges(cursor, [f for f in with_merge if f["reopened"]])
