@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import subprocess
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DATABASE_NAME = "schemabridge"
@@ -131,6 +134,38 @@ def _import_pgserver() -> None:
         # is where pgserver keeps its own lock file; that fallback is fine here.
         warnings.simplefilter("ignore")
         import pgserver  # noqa: F401
+    _harden_handle_list()
+
+
+def _harden_handle_list() -> None:
+    """pgserver lists the processes using a data folder in ``.handle_pids.json``, which it
+    rewrites in place (truncate, then write) at every start and exit, with no lock of its own
+    on exit. A process killed in between — the fault tests SIGKILL workers; so does the OOM
+    killer — or one reading while another writes sees an empty file, and from then on every
+    process fails at start-up with a JSONDecodeError until someone deletes it (seen here).
+    So the list is written atomically (a temporary file renamed over it) and an unreadable
+    one reads as empty: it only tells pgserver when the last user of a server has gone,
+    which ``cleanup_mode=None`` never acts on."""
+    from pgserver import utils
+
+    if getattr(utils.DiskList, "_atomic", False):
+        return
+
+    def get(self: Any) -> list[int]:
+        try:
+            values = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return []
+        return [value for value in values if isinstance(value, int)] if isinstance(values, list) else []
+
+    def put(self: Any, values: list[int]) -> None:
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        temporary.write_text(json.dumps(values))
+        os.replace(temporary, self.path)
+
+    utils.DiskList.get = get  # type: ignore[method-assign]  # the library's own methods, made safe
+    utils.DiskList.put = put  # type: ignore[method-assign]
+    utils.DiskList._atomic = True  # type: ignore[attr-defined]
 
 
 def _get_server(directory: Path) -> object:

@@ -1,7 +1,9 @@
-"""The embedded PostgreSQL: two processes starting it at once share one server."""
+"""The embedded PostgreSQL: two processes starting it at once share one server, and a process
+killed while pgserver rewrote its bookkeeping does not stop the next ones from starting."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -30,6 +32,13 @@ def test_two_processes_starting_at_once_share_one_server(tmp_path):
                                 ).fetchone() == (1,)
             assert conn.execute("SELECT current_setting('max_connections')").fetchone() == ("300",)
         assert (data / "PG_VERSION").exists()
+        # A process killed while pgserver rewrote its list of handles left it empty: the next
+        # processes must still start (they failed with a JSONDecodeError, every one of them).
+        (data / ".handle_pids.json").write_text("")
+        again = subprocess.run([sys.executable, "-c", START.format(path=str(data))], cwd=ROOT,
+                               capture_output=True, text=True, timeout=150)
+        assert again.returncode == 0 and again.stdout == outputs[0][0], again.stderr[-2000:]
+        assert isinstance(json.loads((data / ".handle_pids.json").read_text()), list)
         assert embedded_db.stop(data)
         restarted = embedded_db.ensure_running(data)  # in the same process: the handle is not stale
         with psycopg.connect(restarted.conninfo(), autocommit=True) as conn:
