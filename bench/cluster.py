@@ -351,7 +351,8 @@ def drive(hosts: int, items: int, workers: int) -> dict[str, Any]:
 
     from bench import fanout
     from bench.common import wait_until
-    from executions import registry, services
+    from executions import registry
+    from executions.services import lifecycle as services
     from workflows.models import Plan, Workspace
 
     named = dict(pair.split("=", 1) for pair in os.environ["SB_CLUSTER_HOSTS"].split(","))

@@ -17,8 +17,8 @@ from typing import Any
 
 from bench.common import Cluster, CpuSampler, machine_speed, reset, wait_until
 from bench.latency_server import LatencyServer
-from executions import services
 from executions.models import Destination, Execution, FanOut, Step
+from executions.services import lifecycle as services
 from workflows.models import Workspace
 from workflows.services import publish_version
 

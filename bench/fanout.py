@@ -10,8 +10,8 @@ from typing import Any
 from django.db import connection
 
 from bench.common import Cluster, reset, wait_until
-from executions import services
 from executions.models import Execution, FanOut, Step
+from executions.services import lifecycle as services
 from workflows.models import Workspace
 from workflows.services import publish_version
 

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from bench.common import reset
-from executions import services
+from executions.services import lifecycle as services
 from workflows.models import Workspace
 
 FLOOR = """

@@ -10,8 +10,8 @@ from typing import Any
 
 from bench import fanout
 from bench.common import Cluster, reset, wait_until
-from executions import services
 from executions.models import FanOut, Step
+from executions.services import lifecycle as services
 from workflows.models import Workspace
 
 LEASE_SECONDS = "2"

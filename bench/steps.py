@@ -28,10 +28,14 @@ from django.db import connection, transaction
 from bench import destination as destination_bench
 from bench.common import reset
 from bench.latency_server import LatencyServer
-from executions import destinations, engine, leases, outbound, services, state
+from executions.core import calls as call_log
+from executions.core import leases, state
+from executions.core.outcomes import Outcome
+from executions.core.runs import StepRun
+from executions.destinations import outbound
+from executions.engine import runner as engine
 from executions.models import Destination, Execution
-from executions.outcomes import Outcome
-from executions.runs import StepRun
+from executions.services import lifecycle as services
 from workflows.models import Workspace
 
 BATCH = 200  # steps per claim and per commit: about what a drain moves per turn at a limit of 256
@@ -132,4 +136,4 @@ def _commit(results: list[tuple[StepRun, Outcome]]) -> None:
     calls = [row for run, _ in results for row in run.extra.get("calls", ())]
     with transaction.atomic(), connection.cursor() as cursor, state.fanout_counts_last(cursor):
         engine.commit(cursor, results)
-        destinations.record_calls(calls, cursor=cursor)
+        call_log.record_calls(calls, cursor=cursor)

@@ -2,7 +2,7 @@
 < 100 ms a polling fragment at 100,000 children).
 
 ``run()`` builds one parent whose SPAWNER has ``children`` children — statuses moved through
-``executions/state.py`` like the engine does (so fan-out counters and events are real),
+``executions/core/state.py`` like the engine does (so fan-out counters and events are real),
 durations drawn from a long-tailed distribution: mostly succeeded, some failed, some
 running, some pending — then requests the page and each live fragment through the Django
 test client (the whole middleware stack: session, auth, CSRF) and reports the median and
@@ -25,8 +25,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from executions import records, retry, services, state, versions
+from executions.core import records, retry, state, versions
 from executions.models import ExecutionStatus, Step, StepStatus
+from executions.services import lifecycle as services
 from executions.ui import parts
 from workflows.models import Membership, Plan, Role, Workspace
 from workflows.services import publish_version

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from executions import services
 from executions.models import Destination, Execution
+from executions.services import lifecycle as services
 from workflows.models import Workspace
 from workflows.services import publish_version
 

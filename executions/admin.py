@@ -1,6 +1,6 @@
 """Django admin for schedules: authors create, pause, change and delete them in their
 workspaces (roles as in workflows/admin.py: viewers read). Every write goes through
-executions/schedules.py, audited like the API's; the form shows that module's messages on
+executions/services/schedules.py, audited like the API's; the form shows that module's messages on
 their fields. Schedules of reserved workflows (S15) are read-only here: a system actor manages
 them through the API with a signed claim."""
 
@@ -14,8 +14,8 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from executions import schedules
 from executions.models import Schedule
+from executions.services import schedules
 from workflows import sudo
 from workflows.admin import WORKSPACE_FILTER, RoleAdmin
 from workflows.audit import audited

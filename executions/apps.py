@@ -1,4 +1,6 @@
+import psycopg
 from django.apps import AppConfig
+from psycopg.types.array import ListBinaryDumper
 
 
 class ExecutionsConfig(AppConfig):
@@ -8,10 +10,16 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from executions import outbound, pgarrays, runtime, worker  # noqa: F401 - outbound registers a system check
+        from executions import kick, runtime, worker
+        from executions.destinations import outbound  # noqa: F401 - outbound registers a system check
+        from executions.platform import notify
 
-        pgarrays.install()  # array parameters as literals at C speed (before any connection opens)
+        # Set-based statements send each column as one list: as a binary array (psycopg's own
+        # dumper, registered last so a %s list picks it; before any connection opens), no array
+        # text for Python to build nor for PostgreSQL to parse.
+        psycopg.adapters.register_dumper(list, ListBinaryDumper)
 
+        notify.on_work_created(kick.request_drain)  # work made ready wakes a drain (coalesced)
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
         runtime.install()  # before qcluster builds its queues: a SIGKILLed idle worker must not wedge them
 

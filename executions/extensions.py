@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from django.apps import apps
 
 if TYPE_CHECKING:
+    from django.http import HttpRequest
+
     from executions.models import Destination, Execution
-    from executions.ui.access import UiRequest
     from workflows.models import Workspace
 
 
 @runtime_checkable
 class RateLimitsPanel(Protocol):
-    def rate_limits_panel(self, request: UiRequest, destinations: Sequence[Destination]) -> str | None:
-        """The HTML of a panel shown above the destinations table, or None to show none."""
+    def rate_limits_panel(self, request: HttpRequest, destinations: Sequence[Destination]) -> str | None:
+        """The HTML of a panel shown above the destinations table, or None to show none
+        (``request`` is the UI's: executions.ui.access.UiRequest)."""
 
 
 @runtime_checkable

@@ -1,33 +1,30 @@
 """Waking workers when work appears (coalesced).
 
-* ``NOTIFY sb_work`` inside the transaction that created ready work: PostgreSQL delivers it
-  at commit (and folds duplicates within a transaction), waking idle drains at once.
-* After commit, ``request_drain`` enqueues a django-q2 drain task — but only if fewer drains
-  are alive than there are drain slots (one per live worker process, registry.py; drains
-  hold a session advisory lock each, so a killed worker's slot frees itself) and none was
-  enqueued in the last 250 ms (one guarded UPDATE on a single row). A burst of thousands of
-  commits therefore makes a few tasks.
+* ``NOTIFY sb_work`` inside the transaction that created ready work (``platform.notify``):
+  PostgreSQL delivers it at commit (and folds duplicates within a transaction), waking idle
+  drains at once.
+* After commit (``platform.notify`` calls it; apps.py registers it), ``request_drain``
+  enqueues a django-q2 drain task — but only if fewer drains are alive than there are drain
+  slots (one per live worker process, registry.py; drains hold a session advisory lock each,
+  so a killed worker's slot frees itself) and none was enqueued in the last 250 ms (one
+  guarded UPDATE on a single row). A burst of thousands of commits therefore makes a few tasks.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 
 from executions import registry
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "sb_work"
 ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
 # pg_locks.classid of the drains that take no destination step now (worker.py, "Roles"): a
 # destination's fair share is divided among the other drains only (leases.DESTINATION_BUDGETS).
 ABSTAIN_CLASS = 7_318_002
-
-NOTIFY = "SELECT pg_notify('sb_work', '')"
 
 # Enqueue a drain only when a slot is free and no drain was enqueued very recently.
 THROTTLE = f"""
@@ -43,12 +40,6 @@ THROTTLE = f"""
 """  # noqa: S608 - constant SQL
 
 _last_request = 0.0
-
-
-def work_created(cursor: Any) -> None:
-    """Call inside a transaction that made work ready."""
-    cursor.execute(NOTIFY)
-    transaction.on_commit(request_drain)
 
 
 def request_drain(force: bool = False) -> bool:

@@ -1,6 +1,6 @@
 """Executions, steps, events, payloads, fan-outs, destinations and quotas.
 
-Status columns are written only by ``executions/state.py`` (tests/unit/test_status_writes.py
+Status columns are written only by ``executions/core/state.py`` (tests/unit/test_status_writes.py
 enforces it). Times that matter for correctness (due times, leases) are database time.
 """
 
@@ -77,7 +77,7 @@ class Execution(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    # Data lifecycle (S19, executions/retention.py), on roots only: when retention began to
+    # Data lifecycle (S19, executions/core/retention.py), on roots only: when retention began to
     # delete this tree's payloads (from then on no retry in the tree is accepted), and while
     # it is under way, where it got to in the tree's (depth, id) order.
     payloads_purged_at = models.DateTimeField(null=True, blank=True)
@@ -150,9 +150,9 @@ class Destination(models.Model):
     timeout_seconds = models.FloatField(default=10.0)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: unlimited.")
     rate_per_second = models.FloatField(null=True, blank=True, help_text="Empty: no request-rate limit.")
-    # A bigger response fails the call (executions/outbound.py); the default is outbound.DEFAULT_MAX_BYTES.
+    # A bigger response fails the call (executions/destinations/outbound.py); the default is outbound.DEFAULT_MAX_BYTES.
     max_response_bytes = models.PositiveIntegerField(default=10 * 1024 * 1024, db_default=10 * 1024 * 1024)
-    # Sealed with SB_CREDENTIALS_KEY (executions/credentials.py); never shown, only their kind.
+    # Sealed with SB_CREDENTIALS_KEY (executions/destinations/credentials.py); never shown, only their kind.
     credentials_sealed = models.TextField(blank=True, default="", db_default="")
     credentials_kind = models.CharField(max_length=10, blank=True, default="", db_default="")
     # Token bucket for rate_per_second, refilled from database time when slots are claimed.
@@ -400,7 +400,7 @@ class DestinationCall(models.Model):
 
 
 class Schedule(models.Model):
-    """Starts a workflow on a cron schedule (executions/schedules.py). ``next_run_at`` is the
+    """Starts a workflow on a cron schedule (executions/services/schedules.py). ``next_run_at`` is the
     next fire time (UTC); a worker claims a due row (``SKIP LOCKED``), starts one execution per
     fire time (its idempotency key names the schedule and the fire time) and moves
     ``next_run_at`` on, in one transaction. NULL while paused."""
@@ -444,7 +444,7 @@ class UploadFormat(models.TextChoices):
 
 
 class Upload(models.Model):
-    """A list of items received as a file (executions/uploads.py), kept until a start names
+    """A list of items received as a file (executions/services/uploads.py), kept until a start names
     it (``{"$upload": id}``) and copies it into the execution's input; deleted a retention
     period after its creation or last use. Its items count towards the payload store."""
 

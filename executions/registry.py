@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
+
+from executions.platform.hosts import worker_host
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +48,6 @@ LIVE = "(SELECT count(*) FROM executions_workerprocess WHERE last_seen >= now() 
 # ignores a NULL cap), and at least one, so work still drains before any worker registered
 # (a drain run by hand, the tests' synchronous runs).
 SLOTS = f"greatest(1, least(%(slot_cap)s, {LIVE}))"
-
-
-def worker_host() -> str:
-    """This host's name in leases and the registry: ``SB_WORKER_NAME`` if set (several
-    workers sharing one host name — containers, the cluster bench's namespaces — stay
-    apart), else the host name."""
-    # At most 80 characters: "host:pid" must fit the step's leased_by (100).
-    return (os.environ.get("SB_WORKER_NAME", "").strip() or socket.gethostname())[:80]
 
 
 def slot_params() -> dict[str, Any]:

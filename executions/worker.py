@@ -26,7 +26,7 @@ drain alone does both. (docs/architecture.md.)
 
 ``tick`` runs on a django-q2 schedule (every minute): reap, run a bounded retention pass (the
 one ``sb_gc`` runs, S19), expire uploads and worker registrations, start due cron schedules
-(executions/schedules.py), and make sure a drain runs when work is due. Cluster start-up
+(executions/services/schedules.py), and make sure a drain runs when work is due. Cluster start-up
 (``post_spawn``) starts due schedules and kicks too.
 """
 
@@ -52,23 +52,16 @@ from django import db
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 
-from executions import (
-    destinations,
-    engine,
-    kick,
-    leases,
-    metrics,
-    outbound,
-    registry,
-    retention,
-    schedules,
-    state,
-    transient,
-    uploads,
-)
-from executions.outcomes import Outcome, failed
-from executions.runs import LeaseLost, StepRun
-from schemabridge_site import logging as logs
+from executions import kick, registry
+from executions.core import calls as call_log
+from executions.core import leases, retention, state
+from executions.core.outcomes import Outcome, failed
+from executions.core.runs import LeaseLost, StepRun
+from executions.destinations import outbound
+from executions.engine import runner as engine
+from executions.platform import logcontext as logs
+from executions.platform import metrics, notify, transient
+from executions.services import schedules, uploads
 from workflows.dsl import ast
 
 log = logging.getLogger(__name__)
@@ -612,7 +605,7 @@ class Drain:
         with transaction.atomic(), connection.cursor() as cursor:
             released = leases.release(cursor, leases_)
             if released:
-                kick.work_created(cursor)
+                notify.work_created(cursor)
         log.info("released %s unfinished steps for other workers", released)
         for entry in self.in_flight.values():
             entry.lost = True  # one still queued for a slot must not start after all
@@ -966,14 +959,14 @@ class Drain:
         with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor, \
                 state.fanout_counts_last(cursor):
             engine.commit(cursor, results)
-            destinations.record_calls(calls, cursor=cursor)
+            call_log.record_calls(calls, cursor=cursor)
             return leases.take_over_slots(cursor, takers or [])
 
     def _commit_apart(self, results: list[tuple[StepRun, Outcome]], error: DatabaseError) -> None:
         if len(results) == 1:
             run, _ = results[0]
             # Its call log is written on its own (best effort): it may be what was refused.
-            destinations.record_calls(run.extra.pop("calls", []))
+            call_log.record_calls(run.extra.pop("calls", []))
             metrics.drain_error("result_refused")
             log.error("step %s (%s): its result could not be recorded: %s", run.step_id, run.vertex.id, error)
             refused = failed(f"its result could not be recorded ({type(error).__name__}: {error})"[:2000],
@@ -1067,7 +1060,7 @@ class Drain:
         """Wait for a NOTIFY up to ``timeout`` seconds; True if one arrived."""
         if self.listener is None:
             self.listener = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-            self.listener.execute(f"LISTEN {kick.CHANNEL}")
+            self.listener.execute(f"LISTEN {notify.CHANNEL}")
         return any(True for _ in self.listener.notifies(timeout=timeout, stop_after=1))
 
     def _close_listener(self) -> None:

@@ -40,7 +40,7 @@ logconfig_dict: dict[str, Any] = {
 
 def child_exit(server: Any, worker: Any) -> None:
     """A worker exited: drop its live-gauge files from the metrics directory (its counters
-    stay, so totals never go backwards). See executions/metrics.py."""
+    stay, so totals never go backwards). See executions/platform/metrics.py."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
         from prometheus_client import multiprocess
 

@@ -21,7 +21,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from executions import metrics
+from executions.platform import metrics
 
 log = logging.getLogger(__name__)
 

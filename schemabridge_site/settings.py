@@ -119,6 +119,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "workflows",
     "executions",
+    "schemabridge_site",  # the site's own commands (sb_db: the embedded PostgreSQL)
 ]
 
 # Demo, fault injection and benchmarks are attack surface (a handler that SIGKILLs its worker,
@@ -190,17 +191,15 @@ def _database() -> dict[str, Any]:
 def database_binding() -> dict[str, Any]:
     """How statements reach PostgreSQL (psycopg options in Django's ``OPTIONS``).
 
-    ``SB_DB_SERVER_SIDE_BINDING`` (on by default): parameters travel apart from the SQL, and
-    lists as binary arrays (executions/pgarrays.py), instead of being quoted into its text
-    in Python — the engine moves rows in sets of hundreds, one array per column.
+    Parameters are bound on the server: they travel apart from the SQL, and lists as binary
+    arrays (psycopg's dumper, executions/apps.py), instead of being quoted into its text in
+    Python — the engine moves rows in sets of hundreds, one array per column.
     ``SB_DB_PREPARE_THRESHOLD`` (2 by default; ``off``): a statement run that many times on a
     connection is prepared, so PostgreSQL parses and plans the engine's few statements once
     per connection instead of on every claim and commit. Turn it off behind a pooler that
     does not keep prepared statements (PgBouncer before 1.21 in transaction mode, or without
     ``max_prepared_statements``); it only works with server-side binding.
     docs/performance.md, "Seventh pass"."""
-    if not env_bool("SB_DB_SERVER_SIDE_BINDING", True):
-        return {}
     threshold = os.environ.get("SB_DB_PREPARE_THRESHOLD", "").strip().lower()
     if threshold in ("off", "none"):
         return {"server_side_binding": True}
@@ -358,7 +357,7 @@ SB: dict[str, Any] = {
     "PAYLOAD_CAPACITY_BYTES": env_int("SB_PAYLOAD_CAPACITY_BYTES", 2 * 1024**3),
     "PAYLOAD_HIGH_WATER": env_float("SB_PAYLOAD_HIGH_WATER", 0.8),
     "PAYLOAD_DEFER_SECONDS": env_float("SB_PAYLOAD_DEFER_SECONDS", 30.0),
-    # Data lifecycle (S19, executions/retention.py): payloads of SUCCEEDED trees are deleted
+    # Data lifecycle (S19, executions/core/retention.py): payloads of SUCCEEDED trees are deleted
     # this long after their root finished; whole finished trees (any outcome) after
     # RETENTION_SECONDS. A pass works in batches of RETENTION_BATCH executions; the tick's
     # pass stops after RETENTION_TICK_SECONDS (the next one resumes).
@@ -384,14 +383,14 @@ SB: dict[str, Any] = {
     "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
     "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
     # Largest upload (POST /api/v1/uploads, streamed: never held in memory whole), and how long
-    # an upload is kept after its creation or last use by a start (executions/uploads.py).
+    # an upload is kept after its creation or last use by a start (executions/services/uploads.py).
     "UPLOAD_MAX_BYTES": env_int("SB_UPLOAD_MAX_BYTES", 1024**3),
     "UPLOAD_RETENTION_SECONDS": env_float("SB_UPLOAD_RETENTION_SECONDS", 24 * 3600),
     # Outbound HTTP reaches public addresses only; this opens chosen networks and hosts
-    # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/outbound.py.
+    # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/destinations/outbound.py.
     "OUTBOUND_ALLOW": os.environ.get("SB_OUTBOUND_ALLOW", ""),
     # Fernet keys (comma-separated; the first seals) for destination credentials at rest.
-    # Unset: credentials cannot be stored. See executions/credentials.py.
+    # Unset: credentials cannot be stored. See executions/destinations/credentials.py.
     "CREDENTIALS_KEY": os.environ.get("SB_CREDENTIALS_KEY", ""),
     # The bearer token that opens /metrics; unset or empty: /metrics does not exist (404).
     "METRICS_TOKEN": os.environ.get("SB_METRICS_TOKEN", "").strip(),

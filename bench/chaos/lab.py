@@ -248,7 +248,7 @@ def items(count: int, *, seconds: float = 0.0, crash: frozenset[int] | set[int] 
 def start_fanout(item_list: list[dict[str, Any]], *, max_attempts: int, destination: str | None = None,
                  tolerate_failures: int = 0) -> Any:
     """Publish the chaos workflows and start the fan-out; returns the parent execution id."""
-    from executions import services
+    from executions.services import lifecycle as services
     from workflows.services import publish_version
 
     space = workspace()

@@ -68,7 +68,7 @@ def run(lab: Lab, count: int, *, downtime: float = 3.0, pace: float = 12.0) -> d
 def _restart_while_idle(lab: Lab, restart: Any, downtime: float) -> dict[str, Any]:
     """Arm a TIMER, restart the server while every drain idles waiting for it, and measure
     how late it fires."""
-    from executions import services
+    from executions.services import lifecycle as services
     from workflows.services import publish_version
 
     space = workspace()

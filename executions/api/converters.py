@@ -42,7 +42,7 @@ class DestinationName(_Pattern):
 
 
 class ScheduleName(_Pattern):
-    regex = DESTINATION_NAME.pattern  # the same rule as destination names (executions/schedules.py)
+    regex = DESTINATION_NAME.pattern  # the same rule as destination names (executions/services/schedules.py)
 
 
 class ExecutionId:

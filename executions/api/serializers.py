@@ -16,8 +16,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions import destinations, schedules, selectors
+from executions import selectors
+from executions.destinations import rules as destinations
 from executions.models import ExecutionStatus, StepStatus
+from executions.services import schedules
 from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
 # --- strict request fields -------------------------------------------------------------------
@@ -99,7 +101,7 @@ class RetryFailedChildren(StrictSerializer):
 
 
 class _Unchecked(serializers.Field):
-    """A JSON value handed on as received: executions/destinations.py checks it (type and
+    """A JSON value handed on as received: executions/destinations/rules.py checks it (type and
     bounds), so the API and the UI refuse the same input with the same message."""
 
     def __init__(self, rule: str, extra: str = "") -> None:
@@ -158,7 +160,7 @@ class UpdateDestination(DestinationFields):
 
 
 class _ScheduleField(serializers.Field):
-    """A JSON value handed on as received: executions/schedules.py checks it, so the API and
+    """A JSON value handed on as received: executions/services/schedules.py checks it, so the API and
     the admin refuse the same input with the same message."""
 
     def __init__(self, rule: str, extra: str = "", **kwargs: Any) -> None:

@@ -1,5 +1,5 @@
 """Events are an append-only history (0002 refuses UPDATE): a DELETE is refused too, except
-by data retention (S19, executions/retention.py), which purges whole finished trees and says
+by data retention (S19, executions/core/retention.py), which purges whole finished trees and says
 so by setting ``schemabridge.retention`` to ``on`` for its transaction only
 (``SELECT set_config('schemabridge.retention', 'on', true)``). A statement-level trigger: it
 costs one check per DELETE statement, not per row."""

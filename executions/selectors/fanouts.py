@@ -14,8 +14,8 @@ from typing import Any
 
 from django.db import connection
 
-from executions import merge_rule
-from executions.merge_rule import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED
+from executions.core import merge_rule
+from executions.core.merge_rule import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED
 from executions.models import Execution, FanOut
 from workflows.errors import NotFound
 

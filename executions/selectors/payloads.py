@@ -11,8 +11,8 @@ from typing import Any, cast
 from django.core.cache import cache
 from django.db import connection
 
-from executions import payloads as store
-from executions import versions
+from executions.core import payloads as store
+from executions.core import versions
 from executions.models import Execution, FanOut
 from workflows.dsl import ast
 from workflows.errors import NotFound

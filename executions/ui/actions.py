@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from executions import services
+from executions.services import lifecycle as services
 from executions.ui import forms, present
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import done, problem

@@ -90,7 +90,7 @@ _DECIMAL = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 def as_value(text: str) -> Any:
     """Form text as the JSON value it stands for: empty → None, ASCII digits → a number;
-    anything else stays text, which executions/destinations.py refuses for a number field
+    anything else stays text, which executions/destinations/rules.py refuses for a number field
     with the same message the API gives for a string."""
     text = text.strip()
     if text == "":
@@ -103,7 +103,7 @@ def as_value(text: str) -> Any:
 
 
 class DestinationValuesForm(forms.Form):
-    """Text inputs only: every rule (and its message) is executions/destinations.py's; the
+    """Text inputs only: every rule (and its message) is executions/destinations/rules.py's; the
     view hands ``values()`` to the service and shows the errors it raises per field."""
 
     numbers: tuple[str, ...] = ()

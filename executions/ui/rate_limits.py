@@ -11,8 +11,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from executions import destinations as destination_services
 from executions import extensions, selectors
+from executions.destinations import rules as destination_services
 from executions.models import Destination
 from executions.ui import access, forms, present
 from executions.ui.access import UiRequest, workspace_view

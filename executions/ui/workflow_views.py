@@ -10,7 +10,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from executions import services
+from executions.services import lifecycle as services
 from executions.ui import access, forms, graph
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import problem

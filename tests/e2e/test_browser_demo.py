@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from demo import ledger
 from demo import workflows as demo_workflows
-from executions import services
+from executions.services import lifecycle as services
 from tests.support import ROOT, factories, helpers
 from tests.support.cluster import wait_for
 

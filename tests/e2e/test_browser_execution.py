@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 
 from demo import ledger
 from demo import workflows as demo_workflows
-from executions import services
 from executions.models import Execution
+from executions.services import lifecycle as services
 from tests.support import factories, helpers
 from tests.support.cluster import wait_for
 from workflows.models import AuditEvent

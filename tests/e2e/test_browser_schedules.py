@@ -6,8 +6,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from executions import schedules
 from executions.models import Execution, Schedule
+from executions.services import schedules
 from tests.support import factories, helpers
 
 pytest_plugins = ["tests.support.browser"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from executions import destinations
+from executions.destinations import rules as destinations
 from executions.models import Destination, Execution, Step
 from tests.support import factories, helpers
 from tests.support.cluster import wait_for

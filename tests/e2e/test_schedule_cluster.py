@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from executions import schedules
 from executions.models import Execution, Schedule
+from executions.services import schedules
 from tests.support import factories, helpers
 from tests.support.cluster import wait_for
 

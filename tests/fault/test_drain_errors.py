@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 from django.db import DataError, OperationalError
 
-from executions import engine, leases
+from executions.core import leases
+from executions.engine import runner as engine
 from executions.models import Step
 from executions.worker import Drain
 from tests.support import factories, helpers

@@ -9,7 +9,8 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from executions import engine, retry
+from executions.core import retry
+from executions.engine import runner as engine
 from executions.models import Destination, Event, Step
 from executions.worker import Drain
 from tests.support import factories, helpers

@@ -97,7 +97,7 @@ def test_identifiers_that_cannot_exist_are_404_without_touching_the_database(cli
 def test_a_problem_names_every_bad_field(client: Any) -> None:
     body = problem(client.post("/api/v1/destinations", {"name": 1, "base_url": [], "concurrency_limit": "x"},
                                format="json"), 400)
-    # Destination rules and their messages are executions/destinations.py's (the UI shows the same).
+    # Destination rules and their messages are executions/destinations/rules.py's (the UI shows the same).
     name = "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
     base_url = "must be an http(s) URL of at most 500 characters, without user name, password, query or fragment"
     limit = "must be a whole number from 0 to 1,000,000, or empty for unlimited"

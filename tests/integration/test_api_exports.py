@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from executions import payloads, records, state
+from executions.core import payloads, records, state
 from executions.models import Execution
 from executions.selectors import children as child_reads
 from tests.support import helpers

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from executions import schedules
 from executions.models import Schedule
+from executions.services import schedules
 from tests.support import helpers
 from tests.support.claims import last_audit, make_actor, publish_system, signed
 from tests.support.clients import api, ok, problem

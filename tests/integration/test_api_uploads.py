@@ -13,9 +13,10 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import Client
 
-from executions import payloads, uploads
+from executions.core import payloads
 from executions.models import Execution, Upload, UploadItem
 from executions.selectors import payloads as payload_reads
+from executions.services import uploads
 from tests.support import helpers
 from tests.support.clients import api, ok, problem
 from tests.support.factories import member

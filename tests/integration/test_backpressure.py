@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import connection
 from django.urls import reverse
 
-from executions import payloads
+from executions.core import payloads
 from executions.models import Execution
 from tests.support import helpers
 from tests.support.clients import api, client_for, ok, text

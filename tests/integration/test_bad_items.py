@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from executions import services
 from executions.models import Execution
+from executions.services import lifecycle as services
 from tests.support import helpers
 from workflows.errors import Conflict
 

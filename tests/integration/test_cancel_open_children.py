@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from executions import state
+from executions.core import state
 from executions.models import Execution
 from tests.support import helpers
 from tests.support.clients import api, client_for, ok, problem, text

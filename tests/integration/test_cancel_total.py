@@ -10,8 +10,10 @@ import time
 import pytest
 from django.db import connection
 
-from executions import fanout, services, state
+from executions.core import state
+from executions.fanout import spawn as fanout
 from executions.models import Execution, Step
+from executions.services import lifecycle as services
 from executions.worker import Drain
 from tests.support import factories, helpers
 

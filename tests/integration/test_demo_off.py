@@ -41,7 +41,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 import executions.worker  # everything a worker process loads
-from executions import services
+from executions.services import lifecycle as services
 from executions.handlers import registry
 from executions.models import Destination, Execution, Step
 from tests.support import factories, helpers

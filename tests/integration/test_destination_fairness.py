@@ -12,7 +12,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from executions import kick, leases, payloads
+from executions import kick
+from executions.core import leases, payloads
 from executions.models import Destination, Step
 from executions.worker import Drain
 from tests.support import handlers as test_handlers

@@ -1,4 +1,4 @@
-"""One home for destination rules (executions/destinations.py): the API and the UI refuse
+"""One home for destination rules (executions/destinations/rules.py): the API and the UI refuse
 the same bad input with the same message, field by field, and write nothing."""
 
 from __future__ import annotations

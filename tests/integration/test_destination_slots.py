@@ -8,7 +8,10 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from executions import destinations, engine, kick, leases, outcomes
+from executions import kick
+from executions.core import leases, outcomes
+from executions.destinations import rules as destinations
+from executions.engine import runner as engine
 from executions.models import Destination, Step
 from tests.support import helpers
 from workflows.errors import Invalid

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from executions import engine, leases, services
+from executions.core import leases
+from executions.engine import runner as engine
 from executions.models import Destination, Event, Execution, Step
+from executions.services import lifecycle as services
 from tests.support import factories, handlers, helpers
 from tests.support.httpserver import serve
 from tests.support.threads import race

@@ -10,8 +10,12 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from executions import engine, fanout, leases, payloads, retention, selectors, services, versions
+from executions import selectors
+from executions.core import leases, payloads, retention, versions
+from executions.engine import runner as engine
+from executions.fanout import spawn as fanout
 from executions.models import Execution, FanOut, Step
+from executions.services import lifecycle as services
 from tests.support import factories, handlers, helpers
 from tests.support.threads import race
 from workflows.errors import Conflict

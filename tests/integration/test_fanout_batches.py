@@ -6,9 +6,11 @@ from typing import Any
 
 from django.db import connection
 
-from executions import engine, records, services, state
+from executions.core import records, state
+from executions.engine import runner as engine
 from executions.models import Execution, FanOut, Step
 from executions.selectors import payloads as payload_reads
+from executions.services import lifecycle as services
 from executions.ui import parts
 from tests.support import helpers
 

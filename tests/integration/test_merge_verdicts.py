@@ -1,4 +1,4 @@
-"""The MERGE rule has one home (executions/merge_rule.py) and the database evaluates it:
+"""The MERGE rule has one home (executions/core/merge_rule.py) and the database evaluates it:
 for many fan-out counts, the database's verdict is the documented rule (docs/dsl.md,
 "MERGE"), and the API and the UI show exactly that verdict."""
 
@@ -13,7 +13,7 @@ from django.urls import reverse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executions import merge_rule
+from executions.core import merge_rule
 from executions.models import FanOut
 from tests.support import helpers
 from tests.support.clients import api, client_for

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from executions import engine
+from executions.engine import runner as engine
 from executions.models import Destination
 from tests.support import helpers
 from tests.support.httpserver import serve
@@ -137,7 +137,7 @@ def test_destination_calls_latency_errors_and_slots(workspace, scrape, committed
 
 
 def test_drain_errors_are_counted(monkeypatch):
-    from executions import metrics
+    from executions.platform import metrics
     from executions.worker import Drain
 
     before = metrics.DRAIN_ERRORS.labels("unexpected")._value.get()
@@ -147,7 +147,7 @@ def test_drain_errors_are_counted(monkeypatch):
 
 
 def test_counting_never_breaks_the_work(monkeypatch, caplog):
-    from executions import metrics
+    from executions.platform import metrics
 
     def broken(*args: Any) -> None:
         raise OSError("No space left on device")
@@ -163,7 +163,7 @@ def test_docs_operations_lists_exactly_the_metrics_there_are(db):
 
     from prometheus_client import Counter, Histogram
 
-    from executions import metrics
+    from executions.platform import metrics
     from tests.support import ROOT
 
     events = {family.name + ("_total" if family.type == "counter" else "")
@@ -177,7 +177,7 @@ def test_docs_operations_lists_exactly_the_metrics_there_are(db):
 def test_a_batch_of_calls_is_counted_per_destination_and_reason(db, scrape):
     """One commit records calls to several destinations at once (counted per destination, not
     per call): every call, its latency and its error reason land on its own destination."""
-    from executions import metrics
+    from executions.platform import metrics
 
     metrics._destination_labels.update({901: ("ws-a", "alpha"), 902: ("ws-b", "beta")})
     alpha, beta = {"workspace": "ws-a", "destination": "alpha"}, {"workspace": "ws-b", "destination": "beta"}

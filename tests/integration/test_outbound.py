@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from executions import outbound
+from executions.destinations import outbound
 from executions.models import Destination, DestinationCall
 from tests.support import helpers
 from tests.support.httpserver import serve

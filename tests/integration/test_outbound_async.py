@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from executions import destinations, outbound
+from executions.destinations import outbound
+from executions.destinations import rules as destinations
 from executions.models import Destination, DestinationCall, Step
 from tests.support import helpers
 from tests.support.httpserver import serve

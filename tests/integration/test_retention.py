@@ -17,8 +17,11 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 
-from executions import destinations, retention, services, worker
+from executions import worker
+from executions.core import calls as call_log
+from executions.core import retention
 from executions.models import Destination, DestinationCall, Event, Execution, FanOut, Payload, Step
+from executions.services import lifecycle as services
 from tests.support import helpers
 from tests.support.clients import api, client_for, problem, text
 from tests.support.threads import race
@@ -368,7 +371,7 @@ def test_old_call_log_rows_go_in_batches_and_recent_ones_stay(workspace, setting
 
 def test_the_call_log_purge_reads_its_index(workspace):
     destination = Destination.objects.create(workspace=workspace, name="one", base_url="https://one.example")
-    inner = destinations.DELETE_OLD_CALLS.split("IN (", 1)[1].rsplit(")", 1)[0]
+    inner = call_log.DELETE_OLD_CALLS.split("IN (", 1)[1].rsplit(")", 1)[0]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(f"EXPLAIN (FORMAT JSON) {inner}", {"destination": destination.pk, "age": 60, "limit": 10})

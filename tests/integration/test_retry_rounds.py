@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from executions import services
+from executions.services import lifecycle as services
 from tests.support import helpers
 from workflows.dsl import content_hash, parse
 from workflows.dsl.ast import Retry

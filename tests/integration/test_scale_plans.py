@@ -10,7 +10,8 @@ import json
 import pytest
 from django.db import connection
 
-from executions import payloads, worker
+from executions import worker
+from executions.core import payloads
 from tests.support import helpers
 
 FINISHED = 60_000
@@ -178,7 +179,7 @@ def test_a_long_spawn_hands_over_in_slices_without_using_attempts(workspace, set
     assert spawner.attempt == 1, "handing over uses no attempt"
     slices = parent.events.filter(vertex="fan", message__contains="handed over").count()
     assert slices == 6, "one slice per batch after the first (7 batches of 3)"
-    from executions import payloads
+    from executions.core import payloads
 
     with connection.cursor() as cursor:
         output = payloads.load(cursor, [(parent.pk, "fan")])[(parent.pk, "fan")]

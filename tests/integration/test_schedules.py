@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from executions import schedules, selectors
+from executions import selectors
 from executions.models import Execution, Schedule
+from executions.services import schedules
 from tests.support import helpers
 from tests.support.claims import make_actor, publish_system
 from tests.support.threads import race
@@ -214,14 +215,14 @@ def test_a_schedule_whose_start_breaks_does_not_hold_up_the_others(workspace: An
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     broken = every_minute(workspace, name="a-broken")
     schedules.create_schedule(workspace, name="b-fine", workflow="hello", cron="* * * * *", now=T0)
-    real_start = schedules.services.start_in
+    real_start = schedules.starts.start_in
 
     def start_in(cursor: Any, **kwargs: Any) -> Any:
         if kwargs["created_by"] == "schedule:a-broken":
             raise RuntimeError("a bug")
         return real_start(cursor, **kwargs)
 
-    monkeypatch.setattr(schedules.services, "start_in", start_in)
+    monkeypatch.setattr(schedules.starts, "start_in", start_in)
     assert schedules.fire_due(now=minute(1)) == 1
     assert keys() == ["schedule:b-fine:2026-11-30T12:01:00Z"]
     broken.refresh_from_db()

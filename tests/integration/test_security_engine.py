@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from executions import services
 from executions.models import Execution, Step
+from executions.services import lifecycle as services
 from tests.support import helpers
 from tests.support.claims import last_audit, publish_system, start_system
 from tests.support.clients import staff

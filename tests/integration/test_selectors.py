@@ -11,8 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from executions import selectors, services
+from executions import selectors
 from executions.models import Execution
+from executions.services import lifecycle as services
 from tests.support import helpers
 from tests.support.clients import api, client_for
 from workflows.errors import NotFound

@@ -25,7 +25,7 @@ class Lines(logging.Handler):
 @pytest.fixture
 def engine_lines() -> Iterator[Lines]:
     handler = Lines()
-    logger = logging.getLogger("executions.engine")
+    logger = logging.getLogger("executions.engine.runner")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.INFO)
@@ -46,4 +46,4 @@ def test_a_failing_steps_log_line_names_its_execution_step_and_workspace(workspa
     assert raised["execution_id"] == str(execution.pk)
     assert raised["step"] == "t" and raised["step_id"] == helpers.step(execution, "t").pk
     assert raised["workspace"] == workspace.pk
-    assert raised["level"] == "INFO" and raised["logger"] == "executions.engine"
+    assert raised["level"] == "INFO" and raised["logger"] == "executions.engine.runner"

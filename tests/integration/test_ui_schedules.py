@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from executions import schedules
 from executions.models import Execution, Schedule
+from executions.services import schedules
 from tests.support import helpers
 from tests.support.clients import text
 

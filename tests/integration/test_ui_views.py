@@ -303,7 +303,7 @@ def test_large_inputs_are_outlined_not_shipped(workspace):
 def test_a_large_payload_is_outlined_once_per_stored_version(workspace):
     """Outlining reads the whole value (1,000,000 items: ~0.5 s a view), so it is computed once
     per row version of the payload; a rewritten payload (an edited retry) is outlined again."""
-    from executions import payloads
+    from executions.core import payloads
 
     helpers.publish(workspace, "noop", helpers.NOOP)
     entries = [{"id": f"entry-{i:05d}", "note": "x" * 40} for i in range(2000)]

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from executions import kick, leases, registry, worker
+from executions import kick, registry, worker
+from executions.core import leases
 from executions.models import WorkerProcess
 from tests.support import helpers
 

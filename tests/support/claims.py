@@ -11,8 +11,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 
-from executions import services
 from executions.models import Execution
+from executions.services import lifecycle as services
 from workflows import actors, signing
 from workflows.management.commands.sb_actor import actor_admin
 from workflows.models import AuditEvent, SystemActor, Workspace

@@ -10,9 +10,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count
 
-from executions import engine, leases, services
+from executions.core import leases
+from executions.core.runs import StepRun
+from executions.engine import runner as engine
 from executions.models import Destination, Execution, Step
-from executions.runs import StepRun
+from executions.services import lifecycle as services
 from executions.worker import Drain
 from workflows.models import Workspace
 from workflows.services import publish_version

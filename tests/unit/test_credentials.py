@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cryptography.fernet import Fernet
 
-from executions import credentials
+from executions.destinations import credentials
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""How statements reach PostgreSQL (settings.database_binding): server-side binding and
-prepared statements by default, each with a way out for a pooler that cannot keep them."""
+"""How statements reach PostgreSQL (settings.database_binding): bound on the server, and
+prepared by default, with a way out for a pooler that cannot keep prepared statements."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from schemabridge_site.settings import database_binding
 
 @pytest.fixture
 def env(monkeypatch):
-    monkeypatch.delenv("SB_DB_SERVER_SIDE_BINDING", raising=False)
     monkeypatch.delenv("SB_DB_PREPARE_THRESHOLD", raising=False)
     return monkeypatch
 
@@ -30,12 +29,6 @@ def test_the_prepare_threshold_is_a_setting(env, value, expected):
 def test_prepared_statements_can_be_turned_off(env, value):
     env.setenv("SB_DB_PREPARE_THRESHOLD", value)
     assert database_binding() == {"server_side_binding": True}
-
-
-def test_client_side_binding_can_be_chosen_and_then_nothing_is_prepared(env):
-    env.setenv("SB_DB_SERVER_SIDE_BINDING", "0")
-    env.setenv("SB_DB_PREPARE_THRESHOLD", "2")
-    assert database_binding() == {}
 
 
 @pytest.mark.parametrize("value", ["-1", "two", "2.5"])

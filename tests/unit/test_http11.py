@@ -1,4 +1,4 @@
-"""The event-loop transport (executions/http11.py) through ``outbound.fetch_async``, against
+"""The event-loop transport (executions/destinations/http11.py) through ``outbound.fetch_async``, against
 raw loopback servers written here, so each protocol case is exact: keep-alive reuse, a
 connection the server closed while idle, chunked bodies, 1xx answers, refused requests."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from executions import http11, outbound
+from executions.destinations import http11, outbound
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "RawServer"], Awaitable[None]]
 

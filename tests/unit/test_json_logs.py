@@ -9,6 +9,7 @@ import sys
 import threading
 import uuid
 
+from executions.platform import logcontext
 from schemabridge_site import logging as logs
 
 
@@ -35,7 +36,7 @@ def test_a_line_inside_a_step_context_carries_its_ids():
         vertex = type("Vertex", (), {"id": "fetch"})()
         execution = type("Execution", (), {"id": uuid.UUID(int=7), "workspace_id": 3})()
 
-    with logs.step_context(Run()):
+    with logcontext.step_context(Run()):
         entry = line()
     assert entry["execution_id"] == str(uuid.UUID(int=7))
     assert (entry["step"], entry["step_id"], entry["workspace"]) == ("fetch", 42, 3)
@@ -43,7 +44,7 @@ def test_a_line_inside_a_step_context_carries_its_ids():
 
 
 def test_contexts_nest_and_explicit_fields_win():
-    with logs.context(workspace=1, execution_id="outer"), logs.context(execution_id="inner"):
+    with logcontext.context(workspace=1, execution_id="outer"), logcontext.context(execution_id="inner"):
         assert line()["execution_id"] == "inner"
         assert line()["workspace"] == 1
         assert line(execution_id="given")["execution_id"] == "given"
@@ -51,7 +52,7 @@ def test_contexts_nest_and_explicit_fields_win():
 
 def test_each_thread_has_its_own_context():
     seen: list[dict[str, object]] = []
-    with logs.context(step="main"):
+    with logcontext.context(step="main"):
         thread = threading.Thread(target=lambda: seen.append(line()))
         thread.start()
         thread.join()

@@ -1,4 +1,4 @@
-"""Which addresses outbound calls may reach (executions/outbound.py), without any network."""
+"""Which addresses outbound calls may reach (executions/destinations/outbound.py), without any network."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from executions.outbound import Policy, refusal_reason
+from executions.destinations.outbound import Policy, refusal_reason
 
 
 @pytest.mark.parametrize(("address", "reason"), [
@@ -59,7 +59,7 @@ def test_a_bad_allow_list_entry_is_named(text):
 
 
 def test_a_bad_allow_list_fails_the_system_check_and_opens_nothing(settings, caplog):
-    from executions import outbound
+    from executions.destinations import outbound
 
     settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8,loopback please"}
     [error] = outbound.outbound_allow_is_valid(None)

@@ -1,4 +1,4 @@
-"""Project rule (STYLE.md): Execution and Step statuses are written only by executions/state.py.
+"""Project rule (STYLE.md): Execution and Step statuses are written only by executions/core/state.py.
 
 The check reads every source module and flags SQL whose SET clause or INSERT column list
 names ``status``, ORM ``.update(status=…)``/``create(status=…)``, and ``.status = …``
@@ -11,7 +11,7 @@ import re
 
 from tests.support import ROOT
 
-ALLOWED = {ROOT / "executions" / "state.py"}
+ALLOWED = {ROOT / "executions" / "core" / "state.py"}
 PACKAGES = ["executions", "workflows", "schemabridge_site"]
 
 SQL_UPDATE_SET = re.compile(r"UPDATE\s+\w+(?:\s+\w+)?\s+SET\s+(?P<set>.*?)(?:\bFROM\b|\bWHERE\b|\bRETURNING\b|$)",
@@ -62,4 +62,4 @@ def test_status_is_written_only_by_the_state_module() -> None:
             found = violations(path.read_text())
             if found:
                 offenders[str(path.relative_to(ROOT))] = found
-    assert offenders == {}, f"status written outside executions/state.py: {offenders}"
+    assert offenders == {}, f"status written outside executions/core/state.py: {offenders}"

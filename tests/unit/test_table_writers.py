@@ -16,28 +16,28 @@ PACKAGES = ("executions", "workflows", "schemabridge_site")
 
 # table -> the modules that may write it, and why.
 OWNERS: dict[str, set[str]] = {
-    "executions_execution": {"executions/records.py",  # inserts; status: state.py
-                             "executions/retention.py"},  # retention marks and position; purge (S19)
-    "executions_step": {"executions/records.py",  # inserts; status: state.py
-                        "executions/leases.py",  # lease renewal (the fence)
-                        "executions/retention.py"},  # purge of whole finished trees (S19)
-    "executions_event": {"executions/state.py",  # appended with each transition, and notes
-                         "executions/retention.py"},  # purge of whole finished trees (S19)
-    "executions_fanout": {"executions/fanout.py",  # plan and spawn cursor
-                          "executions/state.py",  # child counters, moved with each child's transition
-                          "executions/retention.py"},  # purge of whole finished trees (S19)
-    "executions_payload": {"executions/payloads.py",
-                           "executions/retention.py"},  # payload retention and purge (S19)
-    "executions_upload": {"executions/uploads.py"},
-    "executions_uploaditem": {"executions/uploads.py"},
-    "executions_fanoutitem": {"executions/fanout.py",  # a spawner's items: exploded at plan, dropped per batch
-                              "executions/retention.py"},  # purge of whole finished trees (S19)
-    "executions_quotausage": {"executions/quotas.py"},
+    "executions_execution": {"executions/core/records.py",  # inserts; status: state.py
+                             "executions/core/retention.py"},  # retention marks and position; purge (S19)
+    "executions_step": {"executions/core/records.py",  # inserts; status: state.py
+                        "executions/core/leases.py",  # lease renewal (the fence)
+                        "executions/core/retention.py"},  # purge of whole finished trees (S19)
+    "executions_event": {"executions/core/state.py",  # appended with each transition, and notes
+                         "executions/core/retention.py"},  # purge of whole finished trees (S19)
+    "executions_fanout": {"executions/fanout/spawn.py",  # plan and spawn cursor
+                          "executions/core/state.py",  # child counters, moved with each child's transition
+                          "executions/core/retention.py"},  # purge of whole finished trees (S19)
+    "executions_payload": {"executions/core/payloads.py",
+                           "executions/core/retention.py"},  # payload retention and purge (S19)
+    "executions_upload": {"executions/services/uploads.py"},
+    "executions_uploaditem": {"executions/services/uploads.py"},
+    "executions_fanoutitem": {"executions/fanout/spawn.py",  # a spawner's items: exploded at plan, dropped per batch
+                              "executions/core/retention.py"},  # purge of whole finished trees (S19)
+    "executions_quotausage": {"executions/core/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
-    "executions_destination": {"executions/leases.py"},  # the rate-limit token bucket, spent by claims
-    "executions_destinationcall": {"executions/destinations.py"},
-    "executions_schedule": {"executions/schedules.py"},  # a fire advances next_run_at
+    "executions_destination": {"executions/core/leases.py"},  # the rate-limit token bucket, spent by claims
+    "executions_destinationcall": {"executions/core/calls.py"},
+    "executions_schedule": {"executions/services/schedules.py"},  # a fire advances next_run_at
     "workflows_workflowdefinition": {"workflows/services.py"},
     "workflows_workflowversion": {"workflows/services.py"},
     "workflows_claimnonce": {"workflows/claims.py"},

@@ -10,11 +10,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import selectors, services
+from executions import selectors
 from executions.api import serializers as s
 from executions.api.schema import problems
 from executions.api.views.base import ApiView, acting, body, writes
 from executions.models import Step
+from executions.services import lifecycle as services
 from workflows.models import Role, Workspace
 
 TAG = ["executions"]

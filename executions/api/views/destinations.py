@@ -8,12 +8,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import destinations, selectors
+from executions import selectors
 from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, query, writes
+from executions.destinations import rules as destinations
 from workflows.models import Role
 
 TAG = ["destinations"]

@@ -15,11 +15,12 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import selectors, services
+from executions import selectors
 from executions.api import exports, pagination
 from executions.api import serializers as s
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, header, query, writes
+from executions.services import lifecycle as services
 from workflows.models import Role
 
 TAG = ["executions"]

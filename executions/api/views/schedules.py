@@ -1,4 +1,4 @@
-"""Schedules: start a workflow on a cron schedule (executions/schedules.py). Listing needs
+"""Schedules: start a workflow on a cron schedule (executions/services/schedules.py). Listing needs
 any role; creating, changing and deleting need the author role. A schedule of a reserved
 workflow needs a verified system-actor claim, like starting one does."""
 
@@ -9,12 +9,13 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import schedules, selectors
+from executions import selectors
 from executions.api import pagination
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, query, writes
+from executions.services import schedules
 from workflows.models import Role
 
 TAG = ["schedules"]

@@ -1,5 +1,5 @@
 """Uploads: a list of items as JSON Lines or CSV, streamed into the database, for a start to
-name with ``{"$upload": "<id>"}`` (executions/uploads.py)."""
+name with ``{"$upload": "<id>"}`` (executions/services/uploads.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from rest_framework.exceptions import UnsupportedMediaType
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions import uploads
 from executions.api import serializers as s
 from executions.api.parsers import Unread
 from executions.api.views.base import ApiView, acting, writes
+from executions.services import uploads
 from workflows.models import Role
 
 TAG = ["uploads"]

@@ -1,6 +1,6 @@
 """Run one complete data-retention pass now (S19): ``manage.py sb_gc [--dry-run] [--json]``.
 
-The pass is the one the scheduled tick runs in the background (executions/retention.py),
+The pass is the one the scheduled tick runs in the background (executions/core/retention.py),
 without the tick's time bound: it purges finished trees older than ``SB_RETENTION_SECONDS``
 and deletes the payloads of SUCCEEDED trees older than ``SB_PAYLOAD_RETENTION_SECONDS``, until
 nothing is eligible. ``--dry-run`` runs the same pass in one transaction and rolls it back, so
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from executions import retention
+from executions.core import retention
 
 
 class Command(BaseCommand):

@@ -25,11 +25,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from executions import outbound
+from executions.core.runs import StepRun
+from executions.destinations import outbound
+from executions.engine.vertices import http
 from executions.handlers import NonRetryable
 from executions.models import Destination
-from executions.runs import StepRun
-from executions.vertices import http
 from workflows.dsl import ast
 from workflows.services import ensure_default_workspace
 

@@ -4,7 +4,7 @@
     manage.py sb_run ledger-migration --items-file entries.jsonl --items-at entries --wait
 
 With ``--items-file`` the file (JSON Lines, or CSV for a ``.csv`` name) is streamed into an
-upload (executions/uploads.py) and the start names it at ``--items-at``, exactly as an API
+upload (executions/services/uploads.py) and the start names it at ``--items-at``, exactly as an API
 client does with ``POST /api/v1/uploads`` and ``{"$upload": id}``.
 """
 
@@ -18,8 +18,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from executions import selectors, services, uploads
+from executions import selectors
 from executions.models import Execution
+from executions.services import lifecycle as services
+from executions.services import uploads
 from workflows.errors import ServiceError
 from workflows.models import Workspace
 

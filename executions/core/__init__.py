@@ -1,0 +1,1 @@
+"""The engine's tables and their one writer each: status changes, inserts, claims and leases, payloads, retention."""

@@ -1,0 +1,107 @@
+"""The destination call log, and what a claimed HTTP step needs to know of its destination.
+
+Each outbound call leaves a row in ``executions_destinationcall`` (the Rate Limits page's error
+rate and latency; metrics count it too). The drain writes the rows of the calls made on its
+event loop inside the commit of their results (``record_calls`` with the commit's cursor);
+``record_call`` writes one on its own and never fails the step. Retention deletes old rows
+(``purge_calls``). Credentials come sealed (executions/destinations/credentials.py opens them).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import connection
+
+from executions.platform import metrics
+
+log = logging.getLogger(__name__)
+
+# What an HTTP step needs of its destination, for the claimed steps' destinations.
+FOR_CALLS = """
+    SELECT id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed
+    FROM executions_destination WHERE id = ANY(%(ids)s)
+"""
+
+# One row of the call log (the Rate Limits page's error rate and latency).
+RECORD_CALL = """
+    INSERT INTO executions_destinationcall (destination_id, step_id, status_code, ok, latency_ms, error, created_at)
+    VALUES (%(destination)s, %(step)s, %(status)s, %(ok)s, %(latency)s, %(error)s, now())
+"""
+
+def for_calls(cursor: Any, destination_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """id → {id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed} (FOR_CALLS)."""
+    if not destination_ids:
+        return {}
+    cursor.execute(FOR_CALLS, {"ids": destination_ids})
+    names = [column.name for column in cursor.description]
+    return {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
+
+
+def record_call(destination_id: int, step_id: int, status_code: int | None, seconds: float, error: str) -> None:
+    """Log one outbound call (its own short autocommit statement; never fails the step)."""
+    metrics.destination_calls([(destination_id, step_id, status_code, seconds, error)])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(RECORD_CALL, {
+                "destination": destination_id, "step": step_id, "status": status_code,
+                "ok": status_code is not None and status_code < 400, "latency": seconds * 1000.0,
+                "error": error[:500],
+            })
+    except Exception:
+        log.exception("could not record a call to destination %s", destination_id)
+
+
+RECORD_CALLS = """
+    INSERT INTO executions_destinationcall (destination_id, step_id, status_code, ok, latency_ms, error, created_at)
+    SELECT c.destination, c.step, c.status, c.status IS NOT NULL AND c.status < 400, c.latency, c.error, now()
+    FROM unnest(%(destination)s::bigint[], %(step)s::bigint[], %(status)s::int[], %(latency)s::float8[],
+                %(error)s::text[]) AS c(destination, step, status, latency, error)
+"""
+
+
+def record_calls(rows: list[tuple[int, int, int | None, float, str]], *, cursor: Any = None) -> None:
+    """Log many outbound calls ``(destination_id, step_id, status_code, seconds, error)`` in one
+    statement (the drain, for calls made on its event loop).
+
+    Given ``cursor``, the rows go into the caller's transaction (the drain's commit of those
+    calls' results) and an error is the caller's; without one, they are written on their own
+    and an error is logged, never raised: the log never fails a step."""
+    if not rows:
+        return
+    params: dict[str, Any] = {
+        "destination": [row[0] for row in rows], "step": [row[1] for row in rows],
+        "status": [row[2] for row in rows], "latency": [row[3] * 1000.0 for row in rows],
+        # PostgreSQL's text cannot hold NUL; a server's answer may.
+        "error": [row[4][:500].replace("\x00", "\ufffd") for row in rows],
+    }
+    if cursor is not None:
+        cursor.execute(RECORD_CALLS, params)
+        metrics.destination_calls(rows)
+        return
+    try:
+        with connection.cursor() as own:
+            own.execute(RECORD_CALLS, params)
+        metrics.destination_calls(rows)
+    except Exception:
+        log.exception("could not record %s outbound calls", len(rows))
+
+
+# Old call-log rows of one destination, oldest first, read through call_destination_recent.
+DELETE_OLD_CALLS = """
+    DELETE FROM executions_destinationcall WHERE id IN (
+        SELECT id FROM executions_destinationcall
+        WHERE destination_id = %(destination)s AND created_at < now() - make_interval(secs => %(age)s)
+        ORDER BY created_at
+        LIMIT %(limit)s)
+"""
+
+
+def purge_calls(cursor: Any, destination_id: int, *, age_seconds: float, limit: int) -> int:
+    """Delete up to ``limit`` call-log rows of a destination older than ``age_seconds`` (the
+    Rate Limits page reads the last five minutes; the log is kept for
+    ``SB_CALL_LOG_RETENTION_SECONDS`` for inspection, then goes with the retention pass)."""
+    cursor.execute(DELETE_OLD_CALLS, {"destination": destination_id, "age": age_seconds, "limit": limit})
+    return int(cursor.rowcount)
+

@@ -1,0 +1,588 @@
+"""The one owner of Execution and Step status changes.
+
+Every status write is a guarded, set-based statement built here::
+
+    WITH src AS (SELECT … FROM <table> JOIN (<rows>) … WHERE status = ANY(<allowed from>)
+                 ORDER BY id FOR UPDATE),
+         moved AS (UPDATE <table> SET status = <to>, … FROM src … RETURNING …),
+         ev AS (INSERT INTO executions_event … SELECT … FROM moved)
+    SELECT … FROM moved
+
+so a transition not in the tables below cannot happen, rows are locked in id order, and
+each transition appends its event in the same statement. Callers name a transition (the
+functions under "Named transitions" below: ``claim_steps``, ``fail_steps``,
+``cancel_executions``, …) and pass the rows and per-row values; every SQL fragment of a
+transition — what it sets, which rows it selects — is written here, nowhere else. This
+module also keeps the derived bookkeeping consistent:
+
+* children entering or leaving a terminal status move their fan-out's counts, in the same
+  transaction (so a MERGE decides in O(1));
+* a fan-out that becomes decided wakes its WAITING merge step;
+* a fan-out with maxConcurrency releases a held child for each running child that finishes;
+* a failed child that is retried re-opens a merge that had failed on it, and its parent
+  execution (redrive, S9) — recursively up the tree.
+
+Fencing is not done here: a caller that commits a worker's result first locks the rows
+still leased to it (``leases.fence``) and passes only those.
+
+Lock order (all writers follow it; see docs/architecture.md): a step before its execution,
+a child's rows before its parent's fan-out, the fan-out before the parent's steps, the
+parent's steps before the parent execution; rows of one kind in id order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from executions.core import records
+from executions.core.merge_rule import FANOUT_DECIDED
+from executions.models import ExecutionStatus, StepStatus
+from executions.platform import metrics, notify
+
+E, S = ExecutionStatus, StepStatus
+
+STEP_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.READY: frozenset({S.RUNNING, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.READY, S.WAITING, S.CANCELLED}),
+    S.WAITING: frozenset({S.READY, S.CANCELLED}),
+    S.FAILED: frozenset({S.READY, S.WAITING}),  # operator retry; merge re-opened by redrive
+    S.SUCCEEDED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+EXECUTION_TRANSITIONS: dict[str, frozenset[str]] = {
+    # PENDING → SUCCEEDED/FAILED: its only step finished before it was seen running (engine.py).
+    E.PENDING: frozenset({E.RUNNING, E.SUCCEEDED, E.FAILED, E.CANCELLED}),
+    E.RUNNING: frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED}),
+    E.FAILED: frozenset({E.PENDING, E.RUNNING}),  # operator retry; redrive of a parent
+    E.SUCCEEDED: frozenset(),
+    E.CANCELLED: frozenset(),
+}
+
+
+def allowed_from(table: dict[str, frozenset[str]], to: str) -> list[str]:
+    sources = sorted(status for status, targets in table.items() if to in targets)
+    if not sources:
+        raise ValueError(f"no transition leads to {to}")
+    return sources
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Which rows to move: SQL yielding ``id`` plus the named per-row ``columns``; params
+    are named (``%(name)s``)."""
+
+    sql: str
+    params: dict[str, Any] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
+
+
+def _ids(values: Iterable[Any], cast: str = "bigint") -> _Source:
+    return _Source(f"SELECT unnest(%(src_ids)s::{cast}[]) AS id", {"src_ids": list(values)})
+
+
+def _rows(columns: dict[str, tuple[str, Sequence[Any]]], cast: str = "bigint", *, id_values: Sequence[Any]) -> _Source:
+    """Per-row values: ``{"error": ("text", [...]), …}`` aligned with ``id_values``."""
+    selects = [f"unnest(%(src_ids)s::{cast}[]) AS id"]
+    params: dict[str, Any] = {"src_ids": list(id_values)}
+    for name, (sql_type, values) in columns.items():
+        selects.append(f"unnest(%(src_{name})s::{sql_type}[]) AS {name}")
+        params[f"src_{name}"] = list(values)
+    return _Source(f"SELECT {', '.join(selects)}", params, tuple(columns))
+
+
+# --- the guarded statement -------------------------------------------------------------------
+
+_STEP_AUTO = {
+    S.RUNNING: {"started_at": "coalesce(s.started_at, now())"},
+    S.READY: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "NULL"},
+    S.WAITING: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "NULL"},
+    S.SUCCEEDED: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "now()", "wait_reason": "''"},
+    S.FAILED: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "now()", "wait_reason": "''"},
+    S.CANCELLED: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "now()", "wait_reason": "''"},
+}
+_EXECUTION_AUTO = {
+    E.PENDING: {"finished_at": "NULL"},
+    E.RUNNING: {"started_at": "coalesce(s.started_at, now())", "finished_at": "NULL"},
+    E.SUCCEEDED: {"finished_at": "now()"},
+    E.FAILED: {"finished_at": "now()"},
+    E.CANCELLED: {"finished_at": "now()"},
+}
+
+
+def _statement(*, table: str, kind: str, to: str, sources: list[str], source: _Source, sets: dict[str, str],
+               skip_locked: bool, returning: Sequence[str], message: str | None,
+               select: Sequence[str] = ()) -> tuple[str, dict]:
+    is_step = kind == "step"
+    auto = (_STEP_AUTO if is_step else _EXECUTION_AUTO)[to]  # type: ignore[index]  # str-valued enums
+    assignments = {**auto, **sets}
+    if "status" in assignments:
+        raise ValueError("status is set by the transition itself")
+    set_sql = ", ".join(["status = %(to_status)s", *(f"{col} = {expr}" for col, expr in assignments.items())])
+    cols = "".join(f", i.{name}" for name in source.columns)
+    lock = "FOR UPDATE OF t SKIP LOCKED" if skip_locked else "FOR UPDATE OF t"
+    step_cols = ", t.execution_id, t.vertex" if is_step else ", t.id AS execution_id, NULL::varchar AS vertex"
+    returning_sql = "".join(f", {expr}" for expr in returning)
+    step_ref = "id" if is_step else "NULL::bigint"
+    message_sql = "src.message" if "message" in source.columns else "%(event_message)s"
+    # ``src`` finds rows by primary key only and the status guard sits on the UPDATE: with
+    # the status in ``src``'s WHERE, stale statistics can make the planner scan a status
+    # index and nested-loop it against the input (seen: 100 ms for 150 rows).
+    sql = f"""
+        WITH i AS ({source.sql}),
+        src AS (
+            SELECT t.id, t.status AS from_status{step_cols}{cols}
+            FROM i JOIN {table} t ON t.id = i.id
+            ORDER BY t.id
+            {lock}
+        ),
+        moved AS (
+            UPDATE {table} s SET {set_sql}
+            FROM src WHERE s.id = src.id AND src.from_status = ANY(%(from_statuses)s)
+            RETURNING s.id, src.from_status, src.execution_id, src.vertex, s.attempt, {message_sql} AS message
+                      {returning_sql}
+        ),
+        ev AS (
+            INSERT INTO executions_event (execution_id, step_id, vertex, from_status, to_status, attempt,
+                                          message, created_at)
+            SELECT execution_id, {step_ref}, coalesce(vertex, ''), from_status, %(to_status)s, attempt,
+                   coalesce(message, ''), now()
+            FROM moved
+        )
+        SELECT {", ".join(select) or "*"} FROM moved
+    """  # noqa: S608 - constant SQL fragments and fixed column names only
+    params = {**source.params, "to_status": str(to), "from_statuses": sources, "event_message": message}
+    return sql, params
+
+
+def _fetch(cursor: Any, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cursor.execute(sql, params)
+    names = [column.name for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _step_statement(to: str, source: _Source, *, sets: dict[str, str] | None, from_: Iterable[str] | None,
+                    skip_locked: bool, returning: Sequence[str], message: str | None,
+                    select: Sequence[str] = ()) -> tuple[str, dict]:
+    allowed = allowed_from(STEP_TRANSITIONS, to)
+    sources = [s for s in allowed if from_ is None or s in set(from_)]
+    return _statement(table="executions_step", kind="step", to=to, sources=sources, source=source, sets=sets or {},
+                      skip_locked=skip_locked, returning=returning, message=message, select=select)
+
+
+def _move_steps(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
+                from_: Iterable[str] | None = None, skip_locked: bool = False,
+                returning: Sequence[str] = (), message: str | None = None,
+                select: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Move the steps named by ``source`` to ``to``; returns the rows that moved (their
+    ``select`` columns, default all).
+
+    ``from_`` narrows the allowed source statuses. SQL in ``sets`` may refer to the step as
+    ``s`` and to source columns as ``src.<name>``.
+    """
+    return _fetch(cursor, *_step_statement(to, source, sets=sets, from_=from_, skip_locked=skip_locked,
+                                           returning=returning, message=message, select=select))
+
+
+def _move_step_ids(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
+                   from_: Iterable[str] | None = None) -> set[int]:
+    """``_move_steps`` for a caller that needs only which steps moved: the statement returns
+    their ids alone (a commit moves hundreds of rows; their other columns cost a row dict,
+    a UUID and some strings each, on the drain's thread, for nothing)."""
+    cursor.execute(*_step_statement(to, source, sets=sets, from_=from_, skip_locked=False, returning=(),
+                                    message=None, select=("id",)))
+    return {row[0] for row in cursor.fetchall()}
+
+
+def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
+                     from_: Iterable[str] | None = None, message: str | None = None) -> list[dict[str, Any]]:
+    """Move executions to ``to`` and keep fan-out counts, merge wake-ups and redrive in step."""
+    allowed = allowed_from(EXECUTION_TRANSITIONS, to)
+    sources = [s for s in allowed if from_ is None or s in set(from_)]
+    # Only what the fan-out bookkeeping and the metrics read (``_propagate_to_fanouts``).
+    sql, params = _statement(table="executions_execution", kind="execution", to=to, sources=sources,
+                             source=source, sets=sets or {}, skip_locked=False,
+                             returning=("s.spawned_by_id", "s.status"), message=message,
+                             select=("id", "from_status", "spawned_by_id", "status"))
+    moved = _fetch(cursor, sql, params)
+    metrics.children_finished(moved)
+    deferred = _deferred_fanouts.get()
+    if deferred is not None:
+        deferred.extend(moved)
+    else:
+        _propagate_to_fanouts(cursor, moved)
+    return moved
+
+
+# Executions moved inside ``fanout_counts_last``, whose fan-out counts wait for its end.
+_deferred_fanouts: contextvars.ContextVar[list[dict[str, Any]] | None] = \
+    contextvars.ContextVar("deferred_fanouts", default=None)
+
+
+@contextlib.contextmanager
+def fanout_counts_last(cursor: Any) -> Iterator[None]:
+    """Apply the fan-out counts of the execution transitions made inside the block at its
+    end, in one statement, instead of with each transition.
+
+    A fan-out's counter row is the one row every child's commit updates: a transaction holds
+    its lock from that update to COMMIT, and every other worker committing a child of the
+    same fan-out waits for it. The drain's commit (worker.py) therefore does everything else
+    first — steps, payloads, the call log, the next claim — and takes that lock last."""
+    token = _deferred_fanouts.set([])
+    try:
+        yield
+        moved = _deferred_fanouts.get() or []
+    finally:
+        _deferred_fanouts.reset(token)
+    _propagate_to_fanouts(cursor, moved)
+
+
+# --- fan-out bookkeeping ---------------------------------------------------------------------
+
+_COUNTER = {E.SUCCEEDED: 0, E.FAILED: 1, E.CANCELLED: 2}
+
+# Counts move with each child's terminal transition, one statement per commit for every
+# fan-out it touches (rows locked in step id order).
+_ADJUST_FANOUTS = f"""
+    WITH d AS (
+        SELECT unnest(%(ids)s::bigint[]) AS step_id, unnest(%(s)s::int[]) AS s,
+               unnest(%(f)s::int[]) AS f, unnest(%(c)s::int[]) AS c, unnest(%(reopened)s::int[]) AS reopened
+    ),
+    locked AS (
+        SELECT f.step_id FROM executions_fanout f JOIN d USING (step_id) ORDER BY f.step_id FOR UPDATE OF f
+    )
+    UPDATE executions_fanout f
+    SET succeeded = f.succeeded + d.s, failed = f.failed + d.f, cancelled = f.cancelled + d.c
+    FROM d JOIN locked USING (step_id)
+    WHERE f.step_id = d.step_id
+    RETURNING f.step_id, f.execution_id, f.merge_vertex, f.spawner_vertex, f.max_concurrency, f.free_slots,
+              f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided
+"""  # noqa: S608 - constant SQL fragments and fixed column names only
+
+# Only for fan-outs with maxConcurrency (their rows are locked by _ADJUST_FANOUTS, in the same
+# transaction): a child that entered (left) a terminal status frees (takes back) a slot if it
+# held one — if its first step was ever released (due_at is not records.HELD_UNTIL). A bad
+# item's child has no step, a cancelled held child never ran: neither frees a slot. Apart
+# from the counts so that a commit of children of fan-outs without a limit — nearly all —
+# does not send every child's id, fan-out and sign for nothing (a tenth of a drain's commit).
+_ADJUST_FREE_SLOTS = """
+    WITH children AS (
+        SELECT unnest(%(child_fanouts)s::bigint[]) AS step_id, unnest(%(children)s::uuid[]) AS execution_id,
+               unnest(%(signs)s::int[]) AS sign
+    )
+    UPDATE executions_fanout f
+    SET free_slots = f.free_slots + coalesce((
+            SELECT sum(c.sign) FROM children c WHERE c.step_id = f.step_id AND EXISTS (
+                SELECT 1 FROM executions_step st
+                WHERE st.execution_id = c.execution_id AND st.due_at <> %(held_until)s::timestamptz)), 0)
+    WHERE f.step_id = ANY(%(ids)s)
+    RETURNING f.step_id, f.free_slots
+"""
+
+# After releasing held children: the slots they took, and where the next release starts.
+_RELEASED = """
+    UPDATE executions_fanout f SET free_slots = f.free_slots - r.n,
+                                   release_cursor = greatest(f.release_cursor, r.last + 1)
+    FROM unnest(%(ids)s::bigint[], %(counts)s::int[], %(lasts)s::int[]) AS r(step_id, n, last)
+    WHERE f.step_id = r.step_id
+"""
+
+_MERGE_STEPS = """
+    SELECT s.id FROM executions_step s
+    JOIN unnest(%(executions)s::uuid[], %(vertices)s::varchar[]) AS m(execution_id, vertex)
+      ON s.execution_id = m.execution_id AND s.vertex = m.vertex
+"""
+
+
+def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
+    deltas: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for row in moved:
+        if row["spawned_by_id"] is None:
+            continue
+        delta = deltas[row["spawned_by_id"]]
+        if row["status"] in _COUNTER:
+            delta[_COUNTER[row["status"]]] += 1
+        if row["from_status"] in _COUNTER:
+            delta[_COUNTER[row["from_status"]]] -= 1
+            delta[3] += 1  # a child left a terminal status: the merge may need re-opening
+    deltas = {key: value for key, value in deltas.items() if any(value[:3])}
+    if not deltas:
+        return
+    keys = sorted(deltas)
+    fanouts = _fetch(cursor, _ADJUST_FANOUTS, {
+        "ids": keys,
+        "s": [deltas[k][0] for k in keys],
+        "f": [deltas[k][1] for k in keys],
+        "c": [deltas[k][2] for k in keys],
+        "reopened": [deltas[k][3] for k in keys],
+    })
+    limited = [f for f in fanouts if f["max_concurrency"] is not None]
+    if limited:
+        ids = {f["step_id"] for f in limited}
+        # (fan-out, child execution, +1 entered / -1 left a terminal status), for these fan-outs only.
+        children = [(row["spawned_by_id"], row["id"], sign) for row in moved if row["spawned_by_id"] in ids
+                    for sign, status in ((1, row["status"]), (-1, row["from_status"])) if status in _COUNTER]
+        _adjust_free_slots(cursor, limited, children)
+    _release_held(cursor, [f for f in limited if f["free_slots"] > 0])
+    with_merge = [f for f in fanouts if f["merge_vertex"]]
+    _reopen_merges(cursor, [f for f in with_merge if f["reopened"]])
+    _wake_merges(cursor, [f for f in with_merge if f["decided"]])
+
+
+def _adjust_free_slots(cursor: Any, fanouts: list[dict[str, Any]], children: list[tuple[int, Any, int]]) -> None:
+    """maxConcurrency: the slots that children entering (+1) or leaving (-1) a terminal
+    status free or take back; updates ``free_slots`` of the ``fanouts`` rows in place."""
+    cursor.execute(_ADJUST_FREE_SLOTS, {
+        "ids": [f["step_id"] for f in fanouts],
+        "child_fanouts": [c[0] for c in children],
+        "children": [c[1] for c in children],
+        "signs": [c[2] for c in children],
+        "held_until": records.HELD_UNTIL,
+    })
+    free = dict(cursor.fetchall())
+    for fan in fanouts:
+        fan["free_slots"] = free[fan["step_id"]]
+
+
+def _release_held(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
+    """maxConcurrency: free slots go to held children, in item order (O(1) per finished child)."""
+    if not fanouts:
+        return
+    released = records.release_held_steps(cursor, [
+        (f["execution_id"], f["spawner_vertex"], f["release_cursor"], f["free_slots"]) for f in fanouts])
+    done = [(f["step_id"], *released[(f["execution_id"], f["spawner_vertex"])]) for f in fanouts
+            if (f["execution_id"], f["spawner_vertex"]) in released]
+    if done:
+        cursor.execute(_RELEASED, {"ids": [d[0] for d in done], "counts": [d[1] for d in done],
+                                   "lasts": [d[2] for d in done]})
+
+
+def _merge_source(fanouts: list[dict[str, Any]]) -> _Source:
+    return _Source(_MERGE_STEPS, {
+        "executions": [f["execution_id"] for f in fanouts],
+        "vertices": [f["merge_vertex"] for f in fanouts],
+    })
+
+
+def _wake_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
+    if fanouts and _move_steps(cursor, S.READY, _merge_source(fanouts), from_=[S.WAITING],
+                              sets={"due_at": "now()", "wait_reason": "''"}, message="children decided the merge"):
+        notify.work_created(cursor)
+
+
+def _reopen_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
+    """Redrive: a merge that failed re-opens when one of its children is retried, and its
+    execution goes back from FAILED to RUNNING (which may re-open the grandparent's)."""
+    if not fanouts:
+        return
+    reopened = _move_steps(cursor, S.WAITING, _merge_source(fanouts), from_=[S.FAILED],
+                          sets={"error": "''", "attempt": "s.attempt + 1",
+                                "max_attempts": "greatest(s.max_attempts, s.attempt + 1)",
+                                "wait_reason": "'waiting for children'"},
+                          message="re-opened: a child was retried (redrive)")
+    if reopened:
+        _move_executions(cursor, E.RUNNING, _ids({row["execution_id"] for row in reopened}, "uuid"),
+                        from_=[E.FAILED], sets={"error": "''"}, message="redrive: a child was retried")
+
+
+# --- notes -------------------------------------------------------------------------------------
+
+_NOTE = """
+    INSERT INTO executions_event (execution_id, step_id, vertex, from_status, to_status, attempt, message, created_at)
+    SELECT unnest(%(executions)s::uuid[]), unnest(%(steps)s::bigint[]), unnest(%(vertices)s::varchar[]),
+           '', '', unnest(%(attempts)s::int[]), unnest(%(messages)s::text[]), now()
+"""
+
+
+def note(cursor: Any, entries: Sequence[tuple[Any, int | None, str, int | None, str]]) -> None:
+    """Append informational events: (execution_id, step_id, vertex, attempt, message)."""
+    if entries:
+        cursor.execute(_NOTE, {
+            "executions": [e[0] for e in entries],
+            "steps": [e[1] for e in entries],
+            "vertices": [e[2] for e in entries],
+            "attempts": [e[3] for e in entries],
+            "messages": [e[4] for e in entries],
+        })
+
+
+# --- named transitions: steps ------------------------------------------------------------------
+
+# Due, expired leases (the reaper), in lease order; SKIP LOCKED: a row another transaction
+# holds is being moved by it right now.
+_EXPIRED = """
+    SELECT id FROM executions_step
+    WHERE status = 'RUNNING' AND lease_expires_at < now() AND (attempt < max_attempts) = %(attempts_left)s
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+# The unfinished steps of some executions (a cancel).
+_OPEN_STEPS_OF = """
+    SELECT s.id FROM executions_step s
+    WHERE s.execution_id = ANY(%(executions)s) AND s.status IN ('READY', 'RUNNING', 'WAITING')
+"""
+
+
+def claim_steps(cursor: Any, step_ids: Sequence[int], *, lease_seconds: float, worker: str,
+                queued: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """READY → RUNNING with a fresh lease (token, expiry in database time, holder); the
+    destination steps in ``queued`` without a slot (leases.py, "Slots")."""
+    source = _ids(step_ids)
+    return _move_steps(
+        cursor, S.RUNNING, _Source(source.sql, {**source.params, "lease": lease_seconds, "worker": worker,
+                                                "queued": list(queued)}),
+        from_=[S.READY], skip_locked=True,
+        sets={"lease_token": "gen_random_uuid()",
+              "lease_expires_at": "now() + make_interval(secs => %(lease)s)",
+              "leased_by": "%(worker)s",
+              "holds_slot": "s.id <> ALL(%(queued)s::bigint[])"},
+        returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
+                   "now() AS claimed_at", "s.lease_expiries", "s.holds_slot"),
+        select=("id", "execution_id", "vertex", "prev_vertex", "attempt", "max_attempts", "lease_token", "state",
+                "destination_id", "claimed_at", "lease_expiries", "holds_slot"),  # what leases._claim reads
+    )
+
+
+def release_steps(cursor: Any, step_ids: Sequence[int], *, message: str) -> int:
+    """RUNNING → READY now, no attempt consumed (a worker hands its steps back)."""
+    return len(_move_steps(cursor, S.READY, _ids(step_ids), from_=[S.RUNNING], sets={"due_at": "now()"},
+                           message=message))
+
+
+def requeue_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
+    """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper)."""
+    return _move_steps(
+        cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "attempts_left": True}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
+              "wait_reason": "''"},
+        message="lease expired: the worker was lost; re-queued for another attempt",
+    )
+
+
+def fail_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
+    """Expired leases on their last attempt: RUNNING → FAILED (a poison pill ends)."""
+    return _move_steps(
+        cursor, S.FAILED, _Source(_EXPIRED, {"limit": limit, "attempts_left": False}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"lease_expiries": "s.lease_expiries + 1",
+              "error": "format('lease expired %%s times (its worker was lost each time); gave up after %%s attempts',"
+                       " s.lease_expiries + 1, s.attempt)"},
+        returning=("s.error",),
+        message="lease expired on the last attempt: step failed",
+    )
+
+
+def succeed_steps(cursor: Any, step_ids: Sequence[int]) -> set[int]:
+    """RUNNING → SUCCEEDED (a committed result)."""
+    return _move_step_ids(cursor, S.SUCCEEDED, _ids(step_ids), from_=[S.RUNNING])
+
+
+def retry_steps_later(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str], delays: Sequence[float],
+                      messages: Sequence[str]) -> set[int]:
+    """RUNNING → READY after a retryable failure: attempt + 1, due after its backoff."""
+    source = _rows({"error": ("text", errors), "due_in": ("float8", delays), "message": ("text", messages),
+                    "reason": ("text", [f"retry backoff after: {e}"[:300] for e in errors])}, id_values=step_ids)
+    return _move_step_ids(cursor, S.READY, source, from_=[S.RUNNING], sets={
+        "attempt": "s.attempt + 1", "error": "src.error", "wait_reason": "src.reason",
+        "due_at": "now() + make_interval(secs => src.due_in)"})
+
+
+def fail_steps(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str]) -> set[int]:
+    """RUNNING → FAILED for good (no attempts left, or not retryable)."""
+    source = _rows({"error": ("text", errors), "message": ("text", errors)}, id_values=step_ids)
+    return _move_step_ids(cursor, S.FAILED, source, from_=[S.RUNNING], sets={"error": "src.error"})
+
+
+def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], due_in: Sequence[float | None],
+               reasons: Sequence[str], states: Sequence[str | None]) -> set[int]:
+    """RUNNING → READY at a due time (a timer, a deferral), no attempt consumed; ``due_at``
+    wins over ``due_in`` seconds from now; a ``state`` (JSON text) replaces the step's."""
+    source = _rows({"due_at": ("timestamptz", due_at), "due_in": ("float8", due_in),
+                    "reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
+                    "message": ("text", reasons)}, id_values=step_ids)
+    return _move_step_ids(cursor, S.READY, source, from_=[S.RUNNING], sets={
+        "due_at": "coalesce(src.due_at, now() + make_interval(secs => coalesce(src.due_in, 0)))",
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
+
+
+def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str],
+                 states: Sequence[str | None]) -> set[int]:
+    """RUNNING → WAITING until another transition wakes it (a merge waiting for children)."""
+    source = _rows({"reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
+                    "message": ("text", reasons)}, id_values=step_ids)
+    return _move_step_ids(cursor, S.WAITING, source, from_=[S.RUNNING], sets={
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
+
+
+def cancel_open_steps(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """Every unfinished step of these executions → CANCELLED."""
+    if not execution_ids:
+        return 0
+    return len(_move_steps(cursor, S.CANCELLED, _Source(_OPEN_STEPS_OF, {"executions": list(execution_ids)}),
+                           message=message))
+
+
+def retry_failed_steps(cursor: Any, step_ids: Sequence[int], *, budgets: Sequence[int],
+                       message: str) -> list[dict[str, Any]]:
+    """FAILED → READY now (an operator retry): attempt + 1 and ``budget`` more attempts."""
+    source = _rows({"budget": ("int", budgets)}, id_values=step_ids)
+    return _move_steps(cursor, S.READY, source, from_=[S.FAILED], sets={
+        "attempt": "s.attempt + 1", "max_attempts": "s.attempt + src.budget", "due_at": "now()",
+        "wait_reason": "''", "error": "''"}, message=message)
+
+
+# --- named transitions: executions ---------------------------------------------------------------
+
+# An execution that finishes straight from PENDING ran from its first step's claim.
+_STARTED_AT = "coalesce(s.started_at, src.started, now())"
+
+
+def run_executions(cursor: Any, execution_ids: Sequence[Any], *, started: Sequence[Any]) -> None:
+    """PENDING → RUNNING: the execution visibly runs (``started``: its first claim time)."""
+    if execution_ids:
+        _move_executions(cursor, E.RUNNING, _rows({"started": ("timestamptz", started)}, "uuid",
+                                                  id_values=execution_ids),
+                         from_=[E.PENDING], sets={"started_at": _STARTED_AT})
+
+
+def succeed_executions(cursor: Any, execution_ids: Sequence[Any], *, output_vertices: Sequence[str],
+                       started: Sequence[Any]) -> None:
+    """PENDING/RUNNING → SUCCEEDED; ``output_vertices``: whose output is the execution's."""
+    if execution_ids:
+        _move_executions(cursor, E.SUCCEEDED, _rows({
+            "output_vertex": ("varchar", output_vertices), "started": ("timestamptz", started),
+        }, "uuid", id_values=execution_ids), from_=[E.PENDING, E.RUNNING],
+            sets={"output_vertex": "src.output_vertex", "error": "''", "started_at": _STARTED_AT})
+
+
+def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequence[str],
+                    started: Sequence[Any]) -> None:
+    """PENDING/RUNNING → FAILED with its error."""
+    if execution_ids:
+        _move_executions(cursor, E.FAILED, _rows({"error": ("text", errors), "message": ("text", errors),
+                                                  "started": ("timestamptz", started)},
+                                                 "uuid", id_values=execution_ids),
+                         from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": _STARTED_AT})
+
+
+def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """Unfinished executions → CANCELLED; returns how many moved."""
+    if not execution_ids:
+        return 0
+    return len(_move_executions(cursor, E.CANCELLED, _ids(execution_ids, "uuid"), message=message))
+
+
+def retry_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """FAILED → PENDING (an operator retry: same id, same key, attempt + 1); returns how many."""
+    if not execution_ids:
+        return 0
+    return len(_move_executions(cursor, E.PENDING, _ids(execution_ids, "uuid"), from_=[E.FAILED],
+                                sets={"attempt": "s.attempt + 1", "error": "''"}, message=message))

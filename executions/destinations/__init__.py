@@ -1,0 +1,1 @@
+"""Destinations (S11, S20): their rules, outbound HTTP policy and transport, sealed credentials."""

@@ -1,0 +1,185 @@
+"""Destinations (S11): the one home of their rules, their writes and their SQL.
+
+- **Rules.** ``validated`` checks every destination field (name pattern, base URL, timeout,
+  concurrency limit, rate, response cap) and reports each bad field with one message. The
+  API and the UI pass what they received (JSON values; form text turned into the values it
+  stands for) and show these messages unchanged, so the same bad input reads the same in both.
+- **Writes.** ``create_destination`` and ``update_destination``.
+- The call log and what a claimed HTTP step reads of its destination: executions/core/calls.py.
+  Live counts are reads: executions/selectors/destinations.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+
+from executions.destinations import credentials as credential_rules
+from executions.destinations import outbound
+from workflows import fields as field_rules
+from workflows import sudo
+from workflows.dsl.parser import DESTINATION_NAME
+from workflows.errors import Conflict, Invalid
+from workflows.fields import Bad
+
+log = logging.getLogger(__name__)
+
+# --- rules ---------------------------------------------------------------------------------
+
+MAX_URL = 500  # the column's length
+MAX_TIMEOUT = 3600.0
+MAX_LIMIT = 1_000_000
+MAX_RATE = 1_000_000.0
+DEFAULT_MAX_RESPONSE_BYTES = outbound.DEFAULT_MAX_BYTES
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+
+REQUIRED = ("name", "base_url")
+EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes",
+            "credentials")
+
+# What each field must be, as shown to API clients and UI users (and in the API schema).
+RULES = {
+    "name": "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    "base_url": f"an http(s) URL of at most {MAX_URL} characters, without user name, password, query or fragment",
+    "timeout_seconds": f"a number of seconds in (0, {MAX_TIMEOUT:g}]; the whole call must finish within it",
+    "concurrency_limit": f"a whole number from 0 to {MAX_LIMIT:,}, or empty for unlimited",
+    "rate_per_second": f"a number of requests per second in (0, {MAX_RATE:,.0f}], or empty for no rate limit",
+    "max_response_bytes": f"a whole number of bytes from 1 to {MAX_RESPONSE_BYTES:,} "
+                          f"(default {DEFAULT_MAX_RESPONSE_BYTES:,})",
+    "credentials": credential_rules.RULE,
+}
+
+
+def _must(field: str) -> Bad:
+    return Bad(f"must be {RULES[field]}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not DESTINATION_NAME.fullmatch(value):
+        raise _must("name")
+    return value
+
+
+def _base_url(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > MAX_URL or not value.isascii() or not value.isprintable() \
+            or " " in value:
+        raise _must("base_url")
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a bad port
+    except ValueError as error:
+        raise _must("base_url") from error
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _must("base_url")
+    if parts.username is not None or parts.password is not None:
+        raise Bad("must not contain a user name or password")
+    if parts.query or value.endswith("?"):
+        raise Bad("must not contain a query ('?…'); put parameters in the HTTP vertex's path")
+    if parts.fragment or "#" in value:
+        raise Bad("must not contain a fragment ('#…'): it would cut off every vertex's path")
+    if port == 0:
+        raise _must("base_url")
+    refused = outbound.check_literal_host(parts.hostname)
+    if refused:
+        raise Bad(f"cannot be called: {refused}")
+    return value
+
+
+def _timeout(value: Any) -> float:
+    if not _is_number(value) or not 0 < value <= MAX_TIMEOUT:
+        raise _must("timeout_seconds")
+    return float(value)
+
+
+def _limit(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not _is_number(value) or value != int(value) or not 0 <= value <= MAX_LIMIT:
+        raise _must("concurrency_limit")
+    return int(value)
+
+
+def _rate(value: Any) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value) or not 0 < value <= MAX_RATE:
+        raise _must("rate_per_second")
+    return float(value)
+
+
+def _max_response_bytes(value: Any) -> int:
+    if not _is_number(value) or value != int(value) or not 1 <= value <= MAX_RESPONSE_BYTES:
+        raise _must("max_response_bytes")
+    return int(value)
+
+
+def _credentials(value: Any) -> dict[str, str]:
+    """The model's two columns for ``value``: sealed credentials and their kind (both empty: none)."""
+    try:
+        clean = credential_rules.checked(value)
+        if clean is None:
+            return {"credentials_sealed": "", "credentials_kind": ""}
+        return {"credentials_sealed": credential_rules.seal(clean), "credentials_kind": credential_rules.kind_of(clean)}
+    except credential_rules.CredentialsError as error:
+        raise Bad(str(error)) from error
+
+
+CHECKS: dict[str, Callable[[Any], Any]] = {
+    "name": _name, "base_url": _base_url, "timeout_seconds": _timeout, "concurrency_limit": _limit,
+    "rate_per_second": _rate, "max_response_bytes": _max_response_bytes, "credentials": _credentials,
+}
+
+
+def _columns(clean: dict[str, Any]) -> dict[str, Any]:
+    """Clean values as model columns (credentials become their sealed form and kind)."""
+    return {**{k: v for k, v in clean.items() if k != "credentials"}, **clean.get("credentials", {})}
+
+
+def validated(fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The clean values of ``fields`` (JSON values: a number for a number, None for empty).
+    Raises Invalid naming every bad, unknown or missing field, each with one message."""
+    return field_rules.validated(fields, CHECKS, required=required)
+
+
+# --- writes --------------------------------------------------------------------------------
+
+def create_destination(workspace: Any, *, system_actor: Any = None, **fields: Any) -> Any:
+    """Create a destination (name and base_url required). Raises Invalid or Conflict. A
+    reserved (``system.*``) name needs a verified ``system_actor`` (``sudo.require_destination``)."""
+    from executions.models import Destination
+
+    clean = validated(fields, required=REQUIRED)
+    sudo.require_destination(str(clean["name"]), system_actor, "creating")
+    try:
+        with transaction.atomic():
+            return Destination.objects.create(workspace=workspace, **_columns(clean))
+    except IntegrityError as error:
+        raise Conflict(f"a destination named '{clean['name']}' already exists") from error
+
+
+def update_destination(destination: Any, *, system_actor: Any = None, **fields: Any) -> Any:
+    """Change a destination's editable fields. A new limit is effective at the next claim
+    on every worker (slots are counted from RUNNING steps; nothing to restart). A reserved
+    destination needs a verified ``system_actor`` (``sudo.require_destination``)."""
+    from executions.models import Destination
+
+    sudo.require_destination(destination.name, system_actor, "changing")
+    unknown = sorted(set(fields) - set(EDITABLE))
+    if unknown:
+        raise Invalid(f"not editable: {', '.join(unknown)}",
+                      errors=[{"field": f, "message": "not editable"} for f in unknown])
+    clean = validated(fields)
+    if clean:
+        Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
+        destination.refresh_from_db()
+    return destination

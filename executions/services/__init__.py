@@ -1,0 +1,1 @@
+"""Writes the web layer, commands and the worker call: start, cancel, retry, schedules, uploads."""

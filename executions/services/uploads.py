@@ -1,0 +1,284 @@
+"""Uploads: lists of items received as JSON Lines or CSV, for a start to name with
+``{"$upload": "<id>"}`` instead of sending the list inline.
+
+Receiving streams the body: it is read in chunks, parsed line by line and inserted in
+batches, so memory is bounded by a batch (and one line), never the file. The whole upload
+is one transaction: a bad line refuses it with its line number and nothing is stored.
+
+Items are rows of ``executions_uploaditem``; the payload store's trigger counts their bytes
+(an upload takes space like the input it becomes). A start copies the list into the
+execution's input inside PostgreSQL (``payloads.fill_from_uploads``), never through Python.
+Uploads are deleted ``SB_UPLOAD_RETENTION_SECONDS`` after their creation or last use.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from executions.core import payloads
+from executions.models import UploadFormat
+from workflows.errors import Invalid, NotFound, ServiceError
+
+MARKER = "$upload"
+CHUNK = 64 * 1024
+BATCH_ITEMS = 1000
+BATCH_BYTES = 4 * 1024 * 1024
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one item; longer lines are refused, so memory stays bounded
+MEDIA_TYPES = {"application/x-ndjson": UploadFormat.JSONL, "text/csv": UploadFormat.CSV}
+
+CREATE = """
+    INSERT INTO executions_upload (id, workspace_id, format, items, bytes, created_by, created_at)
+    VALUES (%(id)s, %(workspace)s, %(format)s, 0, 0, %(by)s, now())
+"""
+
+INSERT_ITEMS = """
+    INSERT INTO executions_uploaditem (upload_id, index, data, size_bytes)
+    SELECT %(upload)s, unnest(%(indexes)s::int[]), unnest(%(data)s::text[])::jsonb, unnest(%(sizes)s::int[])
+"""
+
+FINISH = "UPDATE executions_upload SET items = %(items)s, bytes = %(bytes)s WHERE id = %(id)s"
+
+# Mark uploads as used by a start (and lock them: retention skips locked rows).
+USE = """
+    UPDATE executions_upload SET last_used_at = now()
+    WHERE id = ANY(%(ids)s::uuid[]) AND workspace_id = %(workspace)s
+    RETURNING id
+"""
+
+# Uploads unused for the retention period, with their items; locked ones are being used now.
+RETENTION = """
+    WITH old AS (
+        SELECT id FROM executions_upload
+        WHERE coalesce(last_used_at, created_at) < now() - make_interval(secs => %(age)s)
+        ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    ), items AS (
+        DELETE FROM executions_uploaditem i USING old WHERE i.upload_id = old.id
+    )
+    DELETE FROM executions_upload u USING old WHERE u.id = old.id
+"""
+
+
+class UploadTooLarge(ServiceError):
+    status, code = 413, "payload-too-large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the upload is larger than {limit:,} bytes (SB_UPLOAD_MAX_BYTES)")
+
+
+class BadLine(Invalid):
+    """A line of the file that is not an item; nothing of the upload is stored."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}", errors=[{"field": "body", "message": f"line {line}: {message}"}])
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Received:
+    id: uuid.UUID
+    items: int
+    bytes: int
+    format: str
+
+
+def media_format(content_type: str) -> str | None:
+    """The upload format of a Content-Type (parameters such as charset ignored), or None."""
+    return MEDIA_TYPES.get(content_type.split(";", 1)[0].strip().lower())
+
+
+def receive(workspace_id: int, read: Callable[[int], bytes], *, format: str, limit: int | None = None,
+            created_by: str = "") -> Received:
+    """Store the items of a body read with ``read(n)`` (at most ``limit`` bytes, by default
+    ``SB_UPLOAD_MAX_BYTES``, else ``UploadTooLarge``) in one transaction (the caller's, if it
+    has one). Raises ``BadLine`` for a line that is not an item; nothing is then stored."""
+    limit = int(settings.SB["UPLOAD_MAX_BYTES"]) if limit is None else limit
+    upload_id = uuid.uuid4()
+    counter = _Counter(read, limit)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(CREATE, {"id": upload_id, "workspace": workspace_id, "format": format,
+                                "by": created_by[:200]})
+        lines = _lines(counter.chunks())
+        items = _jsonl(lines) if format == UploadFormat.JSONL else _csv(lines)
+        total = _store(cursor, upload_id, items)
+        cursor.execute(FINISH, {"items": total, "bytes": counter.size, "id": upload_id})
+    return Received(upload_id, total, counter.size, format)
+
+
+class _Counter:
+    def __init__(self, read: Callable[[int], bytes], limit: int) -> None:
+        self.read, self.limit, self.size = read, limit, 0
+
+    def chunks(self) -> Iterator[bytes]:
+        while chunk := self.read(CHUNK):
+            self.size += len(chunk)
+            if self.size > self.limit:
+                raise UploadTooLarge(self.limit)
+            yield chunk
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[tuple[int, str]]:
+    """``(line number, text with its newline)``, decoded as UTF-8, each line at most MAX_LINE_BYTES."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending, number = b"", 0
+    for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for raw in complete:
+            number += 1
+            yield number, _decode(decoder, raw + b"\n", number)
+        if len(pending) > MAX_LINE_BYTES:
+            raise BadLine(number + 1, f"longer than {MAX_LINE_BYTES:,} bytes")
+    if pending:
+        yield number + 1, _decode(decoder, pending, number + 1)
+
+
+def _decode(decoder: Any, raw: bytes, number: int) -> str:
+    try:
+        return str(decoder.decode(raw, final=True))
+    except UnicodeDecodeError as error:
+        raise BadLine(number, f"not UTF-8 ({error.reason} at byte {error.start})") from error
+
+
+def _jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """``(line number, stored JSON text)`` per non-blank line."""
+    for number, text in lines:
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError as error:
+            raise BadLine(number, "nested too deeply") from error
+        except ValueError as error:
+            raise BadLine(number, f"not JSON: {error}") from error
+        yield number, _stored(value, number)
+
+
+def _csv(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """One object of strings per row, keyed by the header row; quoted fields may span lines
+    (a record's number is that of its first line)."""
+    reader = csv.reader((text for _, text in lines), strict=True)
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise BadLine(1, "the CSV has no header row")
+        names = _header(header)
+        first = reader.line_num + 1
+        for row in reader:
+            if row and len(row) != len(names):
+                raise BadLine(first, f"{len(row)} fields, but the header has {len(names)}")
+            if row:
+                yield first, _stored(dict(zip(names, row, strict=True)), first)
+            first = reader.line_num + 1
+    except csv.Error as error:
+        raise BadLine(reader.line_num, f"not CSV: {error}") from error
+
+
+def _header(row: list[str]) -> list[str]:
+    names = [name.strip() for name in row]
+    if any(not name for name in names):
+        raise BadLine(1, "every header field needs a name")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise BadLine(1, f"the header repeats {', '.join(repr(n) for n in duplicates)}")
+    return names
+
+
+def _stored(value: Any, number: int) -> str:
+    try:
+        return payloads.encode(value)
+    except payloads.PayloadError as error:
+        raise BadLine(number, f"the item is {error}") from error
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _store(cursor: Any, upload_id: uuid.UUID, items: Iterator[tuple[int, str]]) -> int:
+    batch: list[str] = []
+    size = total = 0
+    for _, text in items:
+        batch.append(text)
+        size += len(text)
+        if len(batch) >= BATCH_ITEMS or size >= BATCH_BYTES:
+            _insert(cursor, upload_id, total, batch)
+            total += len(batch)
+            batch, size = [], 0
+    _insert(cursor, upload_id, total, batch)
+    return total + len(batch)
+
+
+def _insert(cursor: Any, upload_id: uuid.UUID, first: int, batch: list[str]) -> None:
+    if batch:
+        cursor.execute(INSERT_ITEMS, {"upload": upload_id, "indexes": list(range(first, first + len(batch))),
+                                      "data": batch, "sizes": [len(text.encode()) for text in batch]})
+
+
+# --- naming an upload in a start ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Placement:
+    """An upload named in an input: its list goes at ``path`` (keys and indexes)."""
+
+    path: list[str]
+    upload: uuid.UUID
+
+
+def placements(data: Any) -> list[Placement]:
+    """Where ``data`` names uploads (``{"$upload": "<id>"}``); ``Invalid`` for a malformed
+    marker, with its JSON path."""
+    found: list[Placement] = []
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict) and MARKER in value:
+            found.append(_placement(value, path))
+        elif isinstance(value, dict):
+            stack.extend((member, [*path, key]) for key, member in value.items())
+        elif isinstance(value, list):
+            stack.extend((member, [*path, str(index)]) for index, member in enumerate(value))
+    return found
+
+
+def _placement(marker: dict[str, Any], path: list[str]) -> Placement:
+    where = "$.input" + "".join(f"[{key}]" if key.isdigit() else f".{key}" for key in path)
+    if not path:
+        raise Invalid("an upload goes where a list is expected inside the input, e.g. "
+                      '{"entries": {"$upload": "<id>"}}', errors=[{"path": where, "message": "not at the top"}])
+    try:
+        if len(marker) != 1:
+            raise ValueError
+        return Placement(path, uuid.UUID(str(marker[MARKER])))
+    except (ValueError, TypeError) as error:
+        message = 'an upload is named as {"$upload": "<upload id>"} and nothing else'
+        raise Invalid(message, errors=[{"path": where, "message": message}]) from error
+
+
+def use(cursor: Any, workspace_id: int, found: list[Placement]) -> None:
+    """Mark the named uploads used (locking them against retention); ``NotFound`` if one is
+    not in the workspace (never uploaded, or expired)."""
+    wanted = sorted({p.upload for p in found})
+    cursor.execute(USE, {"ids": wanted, "workspace": workspace_id})
+    present = {row[0] for row in cursor.fetchall()}
+    missing = [str(upload) for upload in wanted if upload not in present]
+    if missing:
+        hours = float(settings.SB["UPLOAD_RETENTION_SECONDS"]) / 3600
+        raise NotFound(f"no upload {', '.join(missing)} in this workspace (unused uploads are deleted after "
+                       f"{hours:g} hours, SB_UPLOAD_RETENTION_SECONDS)")
+
+
+def apply_retention(cursor: Any, *, age_seconds: float | None = None, limit: int = 20) -> int:
+    """Delete up to ``limit`` uploads unused for the retention age, with their items; returns
+    how many uploads."""
+    age = settings.SB["UPLOAD_RETENTION_SECONDS"] if age_seconds is None else age_seconds
+    cursor.execute(RETENTION, {"age": float(age), "limit": limit})
+    return int(cursor.rowcount)
