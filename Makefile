@@ -50,7 +50,7 @@ dev: install
 # The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
 # The test settings turn SB_DEMO on too, so a plain `pytest` is the same run.
 test: install system-deps
-	SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python -m pytest
+	SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python -m pytest --durations=25
 
 lint: install
 	$(BIN)/ruff check .
