@@ -59,6 +59,11 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
         raise Invalid("give a workflow key or a version hash")
     if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
         raise Invalid("an idempotency key is 1 to 255 printable ASCII characters")
+    if idempotency_key is not None and idempotency_key.startswith(starts.SCHEDULE_KEY_PREFIX):
+        # A schedule's fire is known by its key: a caller using one would swallow the fire.
+        prefix = starts.SCHEDULE_KEY_PREFIX
+        raise Invalid(f"idempotency keys starting with '{prefix}' are reserved for schedules",
+                      errors=[{"field": "Idempotency-Key", "message": f"must not start with '{prefix}'"}])
     try:
         fingerprint = starts.request_hash(workflow, version, input)
     except payloads.PayloadError as error:

@@ -80,7 +80,8 @@ def test_other_workspaces_unknown_ids_and_bad_filters_are_problems(workspace: An
     assert client.get(f"/api/v1/executions/{parent.pk}/children.csv", HTTP_ACCEPT="text/csv").status_code == 200
 
 
-@pytest.mark.parametrize("path", ["children.csv?status=FAILED&status=SUCCEEDED", "children.jsonl?status=FAILED&status=FAILED",
+@pytest.mark.parametrize("path", ["children.csv?status=FAILED&status=SUCCEEDED",
+                                  "children.jsonl?status=FAILED&status=FAILED",
                                   "children?status=FAILED&status=SUCCEEDED"])
 def test_a_filter_given_twice_is_refused_not_read_as_its_last_value(workspace: Any, path: str) -> None:
     parent = helpers.run_fanout(workspace, 3, failing=(1,))
