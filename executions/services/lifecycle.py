@@ -183,6 +183,12 @@ def retry_execution(execution: Execution, *, input: Any = UNCHANGED, actor: str 
 
 
 def _input_text(value: Any) -> str:
+    named = uploads.placements(value)
+    if named:
+        where = "$.input" + "".join(f"[{key}]" if key.isdigit() else f".{key}" for key in named[0].path)
+        message = ('an edited input cannot name an upload ({"$upload": …}): a retry runs the input as given; '
+                   "put the list itself in it, or start a new execution with the upload")
+        raise Invalid(message, errors=[{"path": where, "message": "an upload cannot be named here"}])
     try:
         return payloads.encode(value)
     except payloads.PayloadError as error:

@@ -44,6 +44,7 @@ from django.db.models import JSONField, Value
 
 from executions.core import payloads, starts
 from executions.models import Schedule
+from executions.services import uploads
 from workflows import fields as field_rules
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME, WORKFLOW_KEY
@@ -150,6 +151,9 @@ def _timezone(value: Any) -> str:
 
 
 def _input(value: Any) -> Any:
+    if uploads.placements(value):
+        raise Bad('cannot name an upload ({"$upload": …}): a schedule starts with the same input at every fire '
+                  "and an upload is deleted after SB_UPLOAD_RETENTION_SECONDS; put the list itself in the input")
     try:
         text = payloads.encode(value)
     except payloads.PayloadError as error:

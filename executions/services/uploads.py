@@ -17,6 +17,7 @@ import codecs
 import csv
 import json
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from executions.core import payloads
+from executions.core import payloads, storable
 from executions.models import UploadFormat
 from workflows.errors import Invalid, NotFound, ServiceError
 
@@ -32,7 +33,7 @@ MARKER = "$upload"
 CHUNK = 64 * 1024
 BATCH_ITEMS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
-MAX_LINE_BYTES = 16 * 1024 * 1024  # one item; longer lines are refused, so memory stays bounded
+BOM = codecs.BOM_UTF8  # what a spreadsheet's "CSV UTF-8" starts with; not part of the first key
 MEDIA_TYPES = {"application/x-ndjson": UploadFormat.JSONL, "text/csv": UploadFormat.CSV}
 
 CREATE = """
@@ -126,19 +127,26 @@ class _Counter:
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[tuple[int, str]]:
-    """``(line number, text with its newline)``, decoded as UTF-8, each line at most MAX_LINE_BYTES."""
+    """``(line number, text with its newline)``, decoded as UTF-8 (a leading byte-order mark
+    dropped), each line at most ``SB_UPLOAD_MAX_LINE_BYTES``: one item's JSON is parsed whole,
+    and a parsed line takes many times its bytes, so the cap bounds a request's memory."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    pending, number = b"", 0
+    cap = int(settings.SB["UPLOAD_MAX_LINE_BYTES"])
+    pending, number, first = b"", 0, True
     for chunk in chunks:
         pending += chunk
+        if first and len(pending) >= len(BOM):
+            pending, first = pending.removeprefix(BOM), False
         *complete, pending = pending.split(b"\n")
         for raw in complete:
             number += 1
+            if len(raw) > cap:
+                raise BadLine(number, f"longer than {cap:,} bytes (SB_UPLOAD_MAX_LINE_BYTES)")
             yield number, _decode(decoder, raw + b"\n", number)
-        if len(pending) > MAX_LINE_BYTES:
-            raise BadLine(number + 1, f"longer than {MAX_LINE_BYTES:,} bytes")
+        if len(pending) > cap:
+            raise BadLine(number + 1, f"longer than {cap:,} bytes (SB_UPLOAD_MAX_LINE_BYTES)")
     if pending:
-        yield number + 1, _decode(decoder, pending, number + 1)
+        yield number + 1, _decode(decoder, pending.removeprefix(BOM) if first else pending, number + 1)
 
 
 def _decode(decoder: Any, raw: bytes, number: int) -> str:
@@ -165,34 +173,54 @@ def _jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 def _csv(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """One object of strings per row, keyed by the header row; quoted fields may span lines
     (a record's number is that of its first line)."""
-    reader = csv.reader((text for _, text in lines), strict=True)
+    cap = int(settings.SB["UPLOAD_MAX_LINE_BYTES"])
+    record = {"bytes": 0, "first": 1}  # the record being read: its size so far, its first line
+
+    def texts() -> Iterator[str]:
+        # A quoted field may span lines: the cap holds for a whole record, as for a JSON line.
+        for _, text in lines:
+            record["bytes"] += len(text)
+            if record["bytes"] > cap:
+                raise BadLine(record["first"], f"a record longer than {cap:,} bytes (SB_UPLOAD_MAX_LINE_BYTES)")
+            yield text
+
+    reader = csv.reader(texts(), strict=True)
     try:
         header = next(reader, None)
         if header is None:
             raise BadLine(1, "the CSV has no header row")
         names = _header(header)
         first = reader.line_num + 1
+        record.update(bytes=0, first=first)
         for row in reader:
             if row and len(row) != len(names):
                 raise BadLine(first, f"{len(row)} fields, but the header has {len(names)}")
             if row:
                 yield first, _stored(dict(zip(names, row, strict=True)), first)
             first = reader.line_num + 1
-    except csv.Error as error:
-        raise BadLine(reader.line_num, f"not CSV: {error}") from error
+            record.update(bytes=0, first=first)
+    except csv.Error as error:  # named by the record's first line, where its reader began it
+        raise BadLine(record["first"], f"not CSV: {error}") from error
 
 
 def _header(row: list[str]) -> list[str]:
+    columns = int(settings.SB["UPLOAD_MAX_COLUMNS"])
+    if len(row) > columns:
+        raise BadLine(1, f"the header has {len(row):,} columns; at most {columns:,} (SB_UPLOAD_MAX_COLUMNS)")
     names = [name.strip() for name in row]
     if any(not name for name in names):
         raise BadLine(1, "every header field needs a name")
-    duplicates = sorted({name for name in names if names.count(name) > 1})
+    duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
     if duplicates:
-        raise BadLine(1, f"the header repeats {', '.join(repr(n) for n in duplicates)}")
+        raise BadLine(1, f"the header repeats {', '.join(repr(n) for n in duplicates[:10])}")
     return names
 
 
 def _stored(value: Any, number: int) -> str:
+    problem = next(storable.unstorable(value), None)
+    if problem is not None:
+        path, message = problem
+        raise BadLine(number, f"the item at {path}: {message}")
     try:
         return payloads.encode(value)
     except payloads.PayloadError as error:

@@ -99,6 +99,55 @@ def test_a_bad_line_is_a_400_with_its_number_and_nothing_is_stored(workspace: An
     assert AuditEvent.objects.filter(action="upload.create", outcome="refused").count() == 1
 
 
+def test_a_spreadsheets_csv_with_a_byte_order_mark_keys_its_first_column_plainly(workspace: Any) -> None:
+    """Excel's "CSV UTF-8" starts with a BOM, which keyed every item's first column '\ufeffid'."""
+    client = api(workspace, "operator")
+    created = ok(post(client, b"\xef\xbb\xbfid,name\r\n1,a\r\n", CSV), 201)
+    assert list(UploadItem.objects.filter(upload_id=created["id"]).values_list("data", flat=True)) == [
+        {"id": "1", "name": "a"}]
+    jsonl = ok(post(client, b"\xef\xbb\xbf" + b'{"id": 1}\n'), 201)
+    assert list(UploadItem.objects.filter(upload_id=jsonl["id"]).values_list("data", flat=True)) == [{"id": 1}]
+
+
+@pytest.mark.parametrize(("body", "content_type", "line", "says"), [
+    ('{"a": 1}\n' + "[" + "{}," * 400_000 + "{}]\n", JSONL, 2, "longer than 1,048,576 bytes"),
+    ('{"a": 1}\n{"a": 2}\n' + "[" * 110 + "]" * 110 + "\n", JSONL, 3, "nested more than 100 levels deep"),
+    ("a,b,c,d,e,f,g,h,i,j\n1,2,3,4,5,6,7,8,9,10\n" + ",".join(['"' + "x\n" * 60_000 + '"'] * 10) + "\n", CSV, 3,
+     "a record longer than 1,048,576 bytes"),
+    ("id,name\n1," + '"' + "x\n" * 70_000 + '"\n', CSV, 2, "field larger than field limit"),
+    (",".join(f"c{n}" for n in range(1001)) + "\n", CSV, 1, "the header has 1,001 columns; at most 1,000"),
+])
+def test_an_item_too_long_too_deep_or_too_wide_is_a_400_naming_its_line(workspace: Any, body: str, content_type: str,
+                                                                         line: int, says: str) -> None:
+    found = problem(post(api(workspace, "operator"), body, content_type), 400)
+    assert found["detail"].startswith(f"line {line}: ") and says in found["detail"], found["detail"][:300]
+    assert not Upload.objects.exists() and not UploadItem.objects.exists()
+
+
+def test_a_wide_header_within_the_column_cap_is_read_and_a_repeated_name_is_named(workspace: Any,
+                                                                                   settings: Any) -> None:
+    settings.SB = {**settings.SB, "UPLOAD_MAX_COLUMNS": 40_000}
+    header = ",".join(f"column-{n}" for n in range(30_000))
+    received = uploads.receive(workspace.pk, io.BytesIO(f"{header}\n".encode()).read, format="csv")
+    assert received.items == 0
+    repeated = header + ",column-7"
+    with pytest.raises(uploads.BadLine, match="repeats 'column-7'"):
+        uploads.receive(workspace.pk, io.BytesIO(f"{repeated}\n".encode()).read, format="csv")
+
+
+@pytest.mark.parametrize(("path", "content_type"), [
+    ("/api/v1/uploads", JSONL), ("/api/v1/executions", "application/json"),
+    ("/api/v1/destinations", "application/json")])
+def test_a_chunked_body_is_a_411_never_an_empty_body(workspace: Any, path: str, content_type: str) -> None:
+    """Django reads a body by its Content-Length: a chunked upload was stored as 0 items (201)."""
+    helpers.publish(workspace, "flow", helpers.NOOP)
+    response = api(workspace, "admin").generic("POST", path, b'{"workflow": "flow"}\n', content_type=content_type,
+                                               HTTP_TRANSFER_ENCODING="chunked")
+    refused = problem(response, 411)
+    assert "Content-Length" in refused["detail"] and refused["code"] == "length-required"
+    assert not Upload.objects.exists() and not Execution.objects.exists()
+
+
 def test_limits_roles_and_media_types(workspace: Any, settings: Any) -> None:
     settings.SB = {**settings.SB, "UPLOAD_MAX_BYTES": 100}
     operator = api(workspace, "operator")

@@ -303,3 +303,13 @@ def test_the_tick_fires_schedules_before_its_retention_pass(workspace: Any, monk
     monkeypatch.setattr(retention, "run_pass", run_pass)
     worker.tick()
     assert seen == [1]
+
+
+def test_a_schedules_input_cannot_name_an_upload(workspace: Any) -> None:
+    """Every fire failed with 'is a JSON object, not a list': the marker was kept as text."""
+    helpers.publish(workspace, "hello", helpers.NOOP)
+    with pytest.raises(Invalid) as refused:
+        schedules.create_schedule(workspace, name="n", workflow="hello", cron="* * * * *", now=T0,
+                                  input={"entries": {"$upload": "6f1c0e6a-0000-4000-8000-000000000000"}})
+    assert refused.value.errors[0]["field"] == "input" and "cannot name an upload" in refused.value.errors[0]["message"]
+    assert not Schedule.objects.exists()
