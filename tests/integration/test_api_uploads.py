@@ -20,6 +20,8 @@ from executions.services import uploads
 from tests.support import helpers
 from tests.support.clients import api, ok, problem
 from tests.support.factories import member
+from tests.support.threads import race
+from workflows.errors import Conflict
 from workflows.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -229,3 +231,59 @@ def test_a_browser_session_uploads_with_its_csrf_token_and_a_viewer_is_refused_u
     refused = post(viewer, '{"a": 1}\n', HTTP_X_CSRFTOKEN=viewer.cookies["csrftoken"].value,
                    CONTENT_LENGTH=str(10**12))
     assert problem(refused, 403)["code"] == "forbidden"
+
+
+def test_uploads_count_against_the_workspaces_plan_and_the_refusal_gives_the_numbers(
+        workspace: Any, other_workspace: Any) -> None:
+    """Two uploads pushed a small store past 100% and another workspace's fan-out waited 24 h."""
+    workspace.plan.upload_bytes = 100
+    workspace.plan.save()
+    client = api(workspace, "operator")
+    first = ok(post(client, "".join(f"{i}\n" for i in range(30))), 201)  # 80 bytes
+    assert first["bytes"] == 80
+    refused = problem(post(client, '{"a": 1}\n{"a": 2}\n{"a": 3}\n'), 413)
+    assert refused["code"] == "upload-quota-exceeded"
+    assert "the 1 stored uploads (80 bytes) need more than 100 bytes" in refused["detail"]
+    # A body with no declared size is refused while it is read, nothing kept.
+    with pytest.raises(uploads.UploadQuotaExceeded):
+        uploads.receive(workspace.pk, io.BytesIO(b"1\n" * 20).read, format="jsonl")
+    assert Upload.objects.filter(workspace=workspace).count() == 1
+    assert ok(post(api(other_workspace, "operator", name="other"), "1\n" * 40), 201)  # its own plan's quota
+    assert ok(post(client, "1\n" * 10), 201)  # 20 bytes: fits exactly
+
+
+def test_an_operator_deletes_an_upload_and_executions_started_from_it_keep_their_input(
+        workspace: Any, other_workspace: Any) -> None:
+    helpers.publish(workspace, "noop", helpers.NOOP)
+    client = api(workspace, "operator")
+    created = ok(post(client, '{"id": "e-1"}\n{"id": "e-2"}\n'), 201)
+    started = ok(client.post("/api/v1/executions", {"workflow": "noop", "input": {"rows": {"$upload": created["id"]}}},
+                             format="json"), 201)
+    before = usage()
+    assert problem(api(workspace, "viewer").delete(f"/api/v1/uploads/{created['id']}"), 403)
+    assert problem(api(other_workspace, "admin", name="outsider").delete(f"/api/v1/uploads/{created['id']}"), 404)
+    assert client.delete(f"/api/v1/uploads/{created['id']}").status_code == 204
+    assert not Upload.objects.exists() and not UploadItem.objects.exists() and usage() < before
+    assert payload_reads.input_of(Execution.objects.get(pk=started["id"])) == {"rows": [{"id": "e-1"}, {"id": "e-2"}]}
+    assert problem(client.delete(f"/api/v1/uploads/{created['id']}"), 404)
+    assert AuditEvent.objects.filter(action="upload.delete", outcome="accepted", target=created["id"]).count() == 1
+    named = {"workflow": "noop", "input": {"rows": {"$upload": created["id"]}}}
+    gone = problem(client.post("/api/v1/executions", named, format="json"), 404)
+    assert created["id"] in gone["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_a_start_is_copying_cannot_be_deleted_under_it(workspace: Any) -> None:
+    created = uploads.receive(workspace.pk, io.BytesIO(b"1\n2\n").read, format="jsonl")
+    with transaction.atomic(), connection.cursor() as cursor:
+        uploads.use(cursor, workspace.pk, [uploads.Placement(["rows"], created.id)])  # holds the row, as a start
+        [outcome] = race(lambda: _delete_outcome(workspace.pk, created.id), timeout=30)
+    assert outcome == "409" and Upload.objects.filter(pk=created.id).exists()
+
+
+def _delete_outcome(workspace_id: int, upload_id: Any) -> str:
+    try:
+        uploads.delete(workspace_id, upload_id)
+    except Conflict:
+        return "409"
+    return "deleted"
