@@ -81,7 +81,8 @@ class ScheduleAdmin(RoleAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # A schedule keeps its workspace, name and workflow (executions' keys carry its name).
-        return (("workspace", "name", "workflow") if obj else ()) + self.readonly_fields
+        # Before it exists, its bookkeeping has no value to show (only a database default).
+        return ("workspace", "name", "workflow", *self.readonly_fields) if obj else ()
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and sudo.is_reserved(obj.workflow.key):

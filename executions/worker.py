@@ -1211,16 +1211,17 @@ def _drain_resiliently(slot: int) -> int:
 
 
 def tick() -> dict[str, Any]:
-    """Scheduled task: reap expired leases, run a retention pass bounded by
-    ``RETENTION_TICK_SECONDS`` (the one ``sb_gc`` runs, S19), apply upload retention, delete
-    expired worker registrations, start due schedules, wake a drain if due."""
+    """Scheduled task: start due schedules (first: nothing below may make a fire late), reap
+    expired leases, run a retention pass bounded by ``RETENTION_TICK_SECONDS`` (the one
+    ``sb_gc`` runs, S19), apply upload retention, delete expired worker registrations, wake a
+    drain if due."""
     close_old_connections()
+    scheduled = schedules.fire_due()
     requeued, failed_steps = engine.reap()
     gc = retention.run_pass(max_seconds=float(settings.SB["RETENTION_TICK_SECONDS"]))
     with transaction.atomic(), connection.cursor() as cursor:
         workers_expired = registry.expire(cursor)
         uploads_deleted = uploads.apply_retention(cursor)
-    scheduled = schedules.fire_due()
     if work_pending():
         kick.request_drain(force=True)
     return {"requeued": requeued, "failed": failed_steps, **gc.as_dict(), "calls_deleted": gc.calls_deleted,

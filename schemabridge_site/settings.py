@@ -136,6 +136,7 @@ SB_HANDLER_MODULES = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "schemabridge_site.middleware.RefuseChunkedBodies",  # a 411, never a body read as empty
     # Static files straight from the web process, compressed and cached (docs/operations.md).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -385,6 +386,8 @@ SB: dict[str, Any] = {
     # Largest upload (POST /api/v1/uploads, streamed: never held in memory whole), and how long
     # an upload is kept after its creation or last use by a start (executions/services/uploads.py).
     "UPLOAD_MAX_BYTES": env_int("SB_UPLOAD_MAX_BYTES", 1024**3),
+    "UPLOAD_MAX_LINE_BYTES": env_int("SB_UPLOAD_MAX_LINE_BYTES", 1024**2),  # one item (a JSON line, a CSV record)
+    "UPLOAD_MAX_COLUMNS": env_int("SB_UPLOAD_MAX_COLUMNS", 1000),  # a CSV header's
     "UPLOAD_RETENTION_SECONDS": env_float("SB_UPLOAD_RETENTION_SECONDS", 24 * 3600),
     # Outbound HTTP reaches public addresses only; this opens chosen networks and hosts
     # (comma-separated CIDRs and host names, e.g. "127.0.0.0/8,::1"). See executions/destinations/outbound.py.

@@ -1,6 +1,6 @@
 from django.apps import apps
 from django.contrib import admin
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, LogoutView, PasswordChangeDoneView, PasswordChangeView
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -14,7 +14,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Before django.contrib.auth's own "login" route: the same view with a throttled form.
     path("accounts/login/", LoginView.as_view(authentication_form=LoginForm), name="login"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # No password reset: it would mail a reset link to anyone who asks, unthrottled, and this
+    # product sends no mail; an admin sets passwords (docs/security.md, "Logins").
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("healthz", probes.healthz, name="healthz"),
     path("readyz", probes.readyz, name="readyz"),
     path("metrics", probes.metrics_view, name="metrics"),

@@ -26,6 +26,11 @@ class Plan(models.Model):
     executions_per_day = models.PositiveBigIntegerField(
         help_text="Executions (children of fan-outs included) a workspace may start per UTC day."
     )
+    upload_bytes = models.PositiveBigIntegerField(
+        default=1024**3,
+        help_text="Bytes of uploads a workspace may keep stored at once (until they expire or are deleted); "
+                  "uploads share the payload store with every workspace's inputs and outputs.",
+    )
 
     def __str__(self) -> str:
         return f"{self.name} ({self.executions_per_day:,}/day)"

@@ -17,6 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from executions import selectors
+from executions.destinations import credentials as credential_rules
 from executions.destinations import rules as destinations
 from executions.models import ExecutionStatus, StepStatus
 from executions.services import schedules
@@ -136,8 +137,10 @@ class _UncheckedObject(_Unchecked):
 
 
 class CredentialsSummary(serializers.Serializer):
-    set = serializers.BooleanField()
+    set = serializers.BooleanField(help_text="True when calls can use them; false when they are stored but "
+                                             "SB_CREDENTIALS_KEY can no longer open them (see error).")
     kind = serializers.ChoiceField(choices=["bearer", "basic", "headers"])
+    error = serializers.CharField(required=False, help_text="Why stored credentials cannot be used: set them again.")
 
 
 class DestinationFields(StrictSerializer):
@@ -445,7 +448,12 @@ class DestinationSerializer(serializers.Serializer):
 
     @extend_schema_field(CredentialsSummary(allow_null=True))
     def get_credentials(self, destination: Any) -> dict[str, Any] | None:
-        return {"set": True, "kind": destination.credentials_kind} if destination.credentials_kind else None
+        if not destination.credentials_kind:
+            return None
+        problem = credential_rules.problem(destination.credentials_sealed)
+        if problem:  # stored, but no call can use them: not "set"
+            return {"set": False, "kind": destination.credentials_kind, "error": problem}
+        return {"set": True, "kind": destination.credentials_kind}
 
 
 class ScheduleSerializer(serializers.Serializer):

@@ -62,6 +62,7 @@ urlpatterns = [
          name="merge-output"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
     path("uploads", on_path(uploads.CreateUpload), name="uploads"),
+    path("uploads/<execid:id>", on_path(uploads.DeleteUpload), name="upload"),
     path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),
          name="destinations"),
     path("destinations/<destname:name>", on_path(destinations.DestinationDetail, destinations.UpdateDestination),

@@ -19,6 +19,9 @@ from workflows import sudo
 from workflows.errors import Conflict, NotFound, QuotaExceededError
 from workflows.models import WorkflowDefinition, WorkflowVersion
 
+# The idempotency keys of schedules' fires (services/schedules.py): callers may not use them.
+SCHEDULE_KEY_PREFIX = "schedule:"
+
 # The workflow key of the execution whose CHAIN starts another (S15's engine rule).
 STARTER_KEY = """
     SELECT d.key FROM executions_execution e JOIN workflows_workflowdefinition d ON d.id = e.workflow_id

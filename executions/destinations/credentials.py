@@ -17,7 +17,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -115,6 +117,15 @@ def unseal(sealed: str) -> dict[str, Any]:
         raise CredentialsError("the stored credentials cannot be opened with SB_CREDENTIALS_KEY") from error
 
 
+def problem(sealed: str) -> str:
+    """Why sealed credentials cannot be used now (a key was removed or changed), or ''."""
+    try:
+        unseal(sealed)
+    except CredentialsError as error:  # NoKeyError included
+        return f"{error}; set them again"
+    return ""
+
+
 def kind_of(credentials: dict[str, Any]) -> str:
     return next(iter(credentials))
 
@@ -136,10 +147,31 @@ def secrets(credentials: dict[str, Any]) -> list[str]:
     kind, secret = next(iter(credentials.items()))
     values = [secret] if kind == "bearer" else [secret["password"]] if kind == "basic" else list(secret.values())
     values += [value.split(" ", 1)[-1] for value in headers(credentials).values()]
-    return sorted({v for v in values if v}, key=len, reverse=True)
+    # As a server may quote them back: JSON-escaped (also with '/' escaped) and percent-encoded.
+    forms = set()
+    for value in values:
+        escaped = json.dumps(value)[1:-1]
+        forms |= {value, escaped, escaped.replace("/", "\\/"), quote(value, safe=""), quote_plus(value, safe="")}
+    return sorted({v for v in forms if v}, key=len, reverse=True)
 
 
 def redact(text: str, hidden: list[str]) -> str:
     for value in hidden:
         text = text.replace(value, REDACTED)
     return text
+
+
+def excerpt(read: Callable[[int], str], size: int, hidden: list[str], limit: int = 120) -> str:
+    """The start of a body on one line, at most ``limit`` characters, redacted *before* it is
+    cut: a secret that straddled the cut would otherwise show its first characters.
+    ``read(n)`` decodes the body's first ``n`` bytes; the window grows until the redacted,
+    whitespace-collapsed text is longer than ``limit`` by the longest secret (so no secret can
+    start inside the excerpt and end outside the window) or holds the whole body."""
+    longest = max((len(value) for value in hidden), default=0)
+    window = limit * 4 + longest * 6
+    while True:
+        text = " ".join(redact(read(window), hidden).split())
+        if len(text) >= limit + longest or window >= size:
+            break
+        window *= 4
+    return text if len(text) <= limit else text[:limit - 1] + "…"

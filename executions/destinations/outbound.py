@@ -363,6 +363,10 @@ class Fetched:
         except ValueError:
             return self.content.decode(_charset(self.content_type), errors="replace")
 
+    def text(self, max_bytes: int) -> str:
+        """The first ``max_bytes`` of the body as text, in its charset (for error excerpts)."""
+        return self.content[:max_bytes].decode(_charset(self.content_type), errors="replace")
+
     def excerpt(self, limit: int = 120) -> str:
         """The start of the body on one line, for error messages."""
         text = self.content[:limit * 4].decode(_charset(self.content_type), errors="replace")

@@ -180,6 +180,28 @@ def update_destination(destination: Any, *, system_actor: Any = None, **fields: 
                       errors=[{"field": f, "message": "not editable"} for f in unknown])
     clean = validated(fields)
     if clean:
-        Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
+        with transaction.atomic():
+            current = Destination.objects.select_for_update().only("base_url", "credentials_kind") \
+                .get(pk=destination.pk)
+            _keep_secrets_home(current, clean)
+            Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
         destination.refresh_from_db()
     return destination
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a URL, the default port spelled out: what credentials are bound to."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def _keep_secrets_home(current: Any, clean: dict[str, Any]) -> None:
+    """Credentials were given for an origin: a new origin (scheme, host or port) needs them
+    given again in the same change, or cleared (``credentials: null``). Otherwise a PATCH of
+    ``base_url`` alone would send the stored secret to a host of the caller's choosing."""
+    moved = "base_url" in clean and origin(clean["base_url"]) != origin(current.base_url)
+    if moved and current.credentials_kind and "credentials" not in clean:
+        message = ("changing the origin (scheme, host or port) of a destination with credentials needs its "
+                   "credentials in the same request, or \"credentials\": null to clear them")
+        raise Invalid(message, errors=[{"field": "base_url", "message": message}])

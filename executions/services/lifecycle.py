@@ -59,6 +59,11 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
         raise Invalid("give a workflow key or a version hash")
     if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
         raise Invalid("an idempotency key is 1 to 255 printable ASCII characters")
+    if idempotency_key is not None and idempotency_key.startswith(starts.SCHEDULE_KEY_PREFIX):
+        # A schedule's fire is known by its key: a caller using one would swallow the fire.
+        prefix = starts.SCHEDULE_KEY_PREFIX
+        raise Invalid(f"idempotency keys starting with '{prefix}' are reserved for schedules",
+                      errors=[{"field": "Idempotency-Key", "message": f"must not start with '{prefix}'"}])
     try:
         fingerprint = starts.request_hash(workflow, version, input)
     except payloads.PayloadError as error:
@@ -178,6 +183,12 @@ def retry_execution(execution: Execution, *, input: Any = UNCHANGED, actor: str 
 
 
 def _input_text(value: Any) -> str:
+    named = uploads.placements(value)
+    if named:
+        where = "$.input" + "".join(f"[{key}]" if key.isdigit() else f".{key}" for key in named[0].path)
+        message = ('an edited input cannot name an upload ({"$upload": …}): a retry runs the input as given; '
+                   "put the list itself in it, or start a new execution with the upload")
+        raise Invalid(message, errors=[{"path": where, "message": "an upload cannot be named here"}])
     try:
         return payloads.encode(value)
     except payloads.PayloadError as error:

@@ -44,6 +44,7 @@ from django.db.models import JSONField, Value
 
 from executions.core import payloads, starts
 from executions.models import Schedule
+from executions.services import uploads
 from workflows import fields as field_rules
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME, WORKFLOW_KEY
@@ -57,7 +58,6 @@ CATCH_UP_LIMIT = 10  # missed fire times a catch-up schedule runs after downtime
 ON_TIME_SECONDS = 120  # a fire time at most this old still runs for a schedule without catch-up
 MAX_INPUT_BYTES = 1024 * 1024  # a schedule's input as JSON
 MAX_CRON = 200  # the column's length
-FIRE_BATCH = 100  # schedules one fire_due call handles at most (the next tick goes on)
 
 NAME = DESTINATION_NAME  # 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit
 FIELDS = ("name", "workflow", "cron", "timezone", "input", "catch_up", "enabled")
@@ -103,6 +103,9 @@ def _cron(value: Any) -> str:
     if len(text.split(" ")) != 5:
         raise Bad(f"must have five fields (minute hour day-of-month month day-of-week), not "
                    f"{len(text.split())}; or be one of {', '.join(ALIASES)}")
+    backwards = _backward_range(text)
+    if backwards:
+        raise Bad(f"has a range that runs backwards: {backwards} (write it low-high, or as a list)")
     try:
         croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
     except (ValueError, KeyError, OverflowError) as error:  # croniter's errors are ValueErrors
@@ -110,9 +113,36 @@ def _cron(value: Any) -> str:
     return text
 
 
+CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+CRON_NAMES = {name: number for number, name in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)} | {
+    name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
+
+
+def _backward_range(text: str) -> str:
+    """The first range ``a-b`` with ``a > b`` (croniter reads ``1-0`` as something else
+    than the author meant), as ``field a-b``; empty if none."""
+    for field, part in zip(CRON_FIELDS, text.split(" "), strict=True):
+        for item in part.split(","):
+            low, dash, high = item.split("/", 1)[0].partition("-")
+            if not dash:
+                continue
+            bounds = [int(v) if v.isdigit() else CRON_NAMES.get(v.lower()) for v in (low, high)]
+            if None not in bounds and bounds[0] > bounds[1]:  # type: ignore[operator]  # both ints here
+                return f"{field} {item}"
+    return ""
+
+
+# Names the zone database resolves from the host's own settings, so a schedule would fire at
+# other times on another host.
+HOST_ZONES = frozenset({"localtime", "posixrules"})
+
+
 def _timezone(value: Any) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= 64 or not value.isascii():
         raise _must("timezone")
+    if value in HOST_ZONES:
+        raise Bad(f"{value!r} depends on the host's settings; use an IANA name such as UTC or Europe/Berlin")
     try:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
@@ -121,6 +151,9 @@ def _timezone(value: Any) -> str:
 
 
 def _input(value: Any) -> Any:
+    if uploads.placements(value):
+        raise Bad('cannot name an upload ({"$upload": …}): a schedule starts with the same input at every fire '
+                  "and an upload is deleted after SB_UPLOAD_RETENTION_SECONDS; put the list itself in the input")
     try:
         text = payloads.encode(value)
     except payloads.PayloadError as error:
@@ -173,7 +206,7 @@ def due_times(cron: str, tz: str, *, since: datetime, now: datetime, limit: int)
 
 def idempotency_key(name: str, fire_time: datetime) -> str:
     """``schedule:<name>:<fire time ISO UTC>``: what makes a fire time start at most once."""
-    return f"schedule:{name}:{fire_time.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return f"{starts.SCHEDULE_KEY_PREFIX}{name}:{fire_time.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
 def created_by(name: str) -> str:
@@ -256,9 +289,12 @@ def update_schedule(schedule: Schedule, *, system_actor: sudo.VerifiedActor | No
     actor = _actor_name(schedule.workflow.key, system_actor, "changing a schedule of")
     with transaction.atomic():
         current = Schedule.objects.select_for_update().get(pk=schedule.pk)
+        timing, was_enabled = (current.cron, current.timezone), current.enabled
         for field, value in clean.items():
             setattr(current, field, _json(value) if field == "input" else value)
-        retimed = bool({"cron", "timezone"} & set(clean)) or (clean.get("enabled") is True and not schedule.enabled)
+        # Only a change of timing moves the next fire time: repeating the same cron or zone
+        # keeps a fire time that is due now (it would be dropped).
+        retimed = (current.cron, current.timezone) != timing or (current.enabled and not was_enabled)
         if not current.enabled:
             current.next_run_at = None
         elif retimed or current.next_run_at is None:
@@ -315,12 +351,13 @@ class _Due:
     now: datetime
 
 
-def fire_due(now: datetime | None = None, *, limit: int = FIRE_BATCH) -> int:
-    """Start the due fire times of up to ``limit`` due schedules (one transaction each);
-    returns how many executions were started (a fire time started before counts 0). ``now``
-    replaces the database clock (tests)."""
+def fire_due(now: datetime | None = None) -> int:
+    """Start the due fire times of every due schedule (one transaction each, until none is
+    due: a schedule left for the next tick would miss its fire time); returns how many
+    executions were started (a fire time started before counts 0). ``now`` replaces the
+    database clock (tests)."""
     started = 0
-    for _ in range(limit):
+    while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(CLAIM_DUE, {"now": now})
             row = cursor.fetchone()
@@ -340,10 +377,29 @@ def to_run(due: _Due) -> list[datetime]:
     return [t for t in latest if due.now - t <= timedelta(seconds=ON_TIME_SECONDS)]
 
 
+def _skipped(due: _Due, runs: list[datetime]) -> str:
+    """Why due fire times before the first one that runs (or all, if none runs) start
+    nothing: empty when none was skipped."""
+    until = runs[0] - timedelta(microseconds=1) if runs else due.now
+    latest = due_times(due.cron, due.timezone, since=due.next_run_at, now=until, limit=1)
+    if not latest:
+        return ""
+    why = (f"only the {CATCH_UP_LIMIT} most recent missed fire times are caught up" if due.catch_up
+           else f"catch_up is off and a missed fire time runs only within {ON_TIME_SECONDS} s")
+    return (f"skipped the missed fire times from {due.next_run_at.isoformat()} to {latest[0].isoformat()}: "
+            f"{why}")
+
+
 def _fire(cursor: Any, due: _Due) -> int:
     actor = _verified_actor(due.system_actor)
-    started, last, execution, error = 0, None, None, ""
-    for fire_time in to_run(due):
+    runs = to_run(due)
+    started, last, execution, error = 0, None, None, _skipped(due, runs)
+    if due.system_actor and actor is None:
+        error = (f"system actor '{due.system_actor}' is deactivated or removed: the fires of reserved workflow "
+                 f"'{due.workflow_key}' need an active system actor covering it; none is started until its "
+                 f"schedule is saved again by one (docs/security.md)")
+        runs = []
+    for fire_time in runs:
         try:
             with transaction.atomic():  # a savepoint: a refused start leaves nothing behind
                 execution_id, created = starts.start_in(

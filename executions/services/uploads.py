@@ -17,22 +17,23 @@ import codecs
 import csv
 import json
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
-from executions.core import payloads
+from executions.core import payloads, storable
 from executions.models import UploadFormat
-from workflows.errors import Invalid, NotFound, ServiceError
+from workflows.errors import Conflict, Invalid, NotFound, ServiceError
 
 MARKER = "$upload"
 CHUNK = 64 * 1024
 BATCH_ITEMS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
-MAX_LINE_BYTES = 16 * 1024 * 1024  # one item; longer lines are refused, so memory stays bounded
+BOM = codecs.BOM_UTF8  # what a spreadsheet's "CSV UTF-8" starts with; not part of the first key
 MEDIA_TYPES = {"application/x-ndjson": UploadFormat.JSONL, "text/csv": UploadFormat.CSV}
 
 CREATE = """
@@ -46,6 +47,26 @@ INSERT_ITEMS = """
 """
 
 FINISH = "UPDATE executions_upload SET items = %(items)s, bytes = %(bytes)s WHERE id = %(id)s"
+
+# The workspace's upload quota and what its other uploads take. With LOCK, the workspace row is
+# locked FOR NO KEY UPDATE (foreign-key checks of its other writes take KEY SHARE and do not
+# wait), so two uploads finishing at once are checked one after the other.
+QUOTA = """
+    SELECT p.upload_bytes,
+           (SELECT coalesce(sum(u.bytes), 0) FROM executions_upload u
+            WHERE u.workspace_id = w.id AND u.id <> %(upload)s),
+           (SELECT count(*) FROM executions_upload u WHERE u.workspace_id = w.id AND u.id <> %(upload)s)
+    FROM workflows_workspace w JOIN workflows_plan p ON p.id = w.plan_id
+    WHERE w.id = %(workspace)s
+"""
+LOCK_WORKSPACE = "SELECT id FROM workflows_workspace WHERE id = %(workspace)s FOR NO KEY UPDATE"
+
+# One upload, locked for deletion; NOWAIT: a start copying it right now holds its row.
+LOCK_UPLOAD = "SELECT id FROM executions_upload WHERE id = %(id)s AND workspace_id = %(workspace)s FOR UPDATE NOWAIT"
+DELETE_UPLOAD = """
+    WITH items AS (DELETE FROM executions_uploaditem WHERE upload_id = %(id)s)
+    DELETE FROM executions_upload WHERE id = %(id)s
+"""
 
 # Mark uploads as used by a start (and lock them: retention skips locked rows).
 USE = """
@@ -72,6 +93,16 @@ class UploadTooLarge(ServiceError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"the upload is larger than {limit:,} bytes (SB_UPLOAD_MAX_BYTES)")
+
+
+class UploadQuotaExceeded(ServiceError):
+    status, code = 413, "upload-quota-exceeded"
+
+    def __init__(self, *, size: int | None, allowed: int, used: int, count: int) -> None:
+        needs = f"this upload ({size:,} bytes)" if size is not None else "this upload"
+        super().__init__(f"the workspace's uploads would exceed its plan's upload quota: {needs} and the "
+                         f"{count:,} stored uploads ({used:,} bytes) need more than {allowed:,} bytes; delete "
+                         "unused uploads (DELETE /api/v1/uploads/{id}) or wait for them to expire")
 
 
 class BadLine(Invalid):
@@ -102,43 +133,90 @@ def receive(workspace_id: int, read: Callable[[int], bytes], *, format: str, lim
     has one). Raises ``BadLine`` for a line that is not an item; nothing is then stored."""
     limit = int(settings.SB["UPLOAD_MAX_BYTES"]) if limit is None else limit
     upload_id = uuid.uuid4()
-    counter = _Counter(read, limit)
     with transaction.atomic(), connection.cursor() as cursor:
+        allowed, used, count = _quota(cursor, workspace_id, upload_id)
+        counter = _Counter(read, limit, room=allowed - used,
+                           over=lambda: UploadQuotaExceeded(size=None, allowed=allowed, used=used, count=count))
         cursor.execute(CREATE, {"id": upload_id, "workspace": workspace_id, "format": format,
                                 "by": created_by[:200]})
         lines = _lines(counter.chunks())
         items = _jsonl(lines) if format == UploadFormat.JSONL else _csv(lines)
         total = _store(cursor, upload_id, items)
         cursor.execute(FINISH, {"items": total, "bytes": counter.size, "id": upload_id})
+        # Checked again under the workspace's lock: uploads received at the same time each saw
+        # room the other is now taking.
+        allowed, used, count = _quota(cursor, workspace_id, upload_id, lock=True)
+        if used + counter.size > allowed:
+            raise UploadQuotaExceeded(size=counter.size, allowed=allowed, used=used, count=count)
     return Received(upload_id, total, counter.size, format)
 
 
+def _quota(cursor: Any, workspace_id: int, upload_id: uuid.UUID, *, lock: bool = False) -> tuple[int, int, int]:
+    """(the plan's upload bytes, the bytes and the number of the workspace's other uploads)."""
+    if lock:
+        cursor.execute(LOCK_WORKSPACE, {"workspace": workspace_id})
+    cursor.execute(QUOTA, {"workspace": workspace_id, "upload": upload_id})
+    allowed, used, count = cursor.fetchone()
+    return int(allowed), int(used), int(count)
+
+
+def delete(workspace_id: int, upload_id: uuid.UUID) -> None:
+    """Delete an upload of the workspace with its items (their bytes leave the payload store
+    and the quota). Executions started from it keep their input: a start copied the list.
+    ``NotFound`` if the workspace has no such upload; ``Conflict`` while a start is copying it."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        try:
+            with transaction.atomic():
+                cursor.execute(LOCK_UPLOAD, {"id": upload_id, "workspace": workspace_id})
+                found = cursor.fetchone()
+        except OperationalError as error:
+            if getattr(error.__cause__, "sqlstate", "") != "55P03":  # lock_not_available
+                raise
+            raise Conflict(f"upload {upload_id} is being copied into an execution's input right now; "
+                           "try again in a moment") from error
+        if found is None:
+            raise NotFound(f"no upload {upload_id} in this workspace")
+        cursor.execute(DELETE_UPLOAD, {"id": upload_id})
+
+
 class _Counter:
-    def __init__(self, read: Callable[[int], bytes], limit: int) -> None:
-        self.read, self.limit, self.size = read, limit, 0
+    """The body's chunks, refused once past ``limit`` (the upload's) or ``room`` (the quota's)."""
+
+    def __init__(self, read: Callable[[int], bytes], limit: int, *, room: int,
+                 over: Callable[[], ServiceError]) -> None:
+        self.read, self.limit, self.room, self.over, self.size = read, limit, room, over, 0
 
     def chunks(self) -> Iterator[bytes]:
         while chunk := self.read(CHUNK):
             self.size += len(chunk)
             if self.size > self.limit:
                 raise UploadTooLarge(self.limit)
+            if self.size > self.room:
+                raise self.over()
             yield chunk
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[tuple[int, str]]:
-    """``(line number, text with its newline)``, decoded as UTF-8, each line at most MAX_LINE_BYTES."""
+    """``(line number, text with its newline)``, decoded as UTF-8 (a leading byte-order mark
+    dropped), each line at most ``SB_UPLOAD_MAX_LINE_BYTES``: one item's JSON is parsed whole,
+    and a parsed line takes many times its bytes, so the cap bounds a request's memory."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    pending, number = b"", 0
+    cap = int(settings.SB["UPLOAD_MAX_LINE_BYTES"])
+    pending, number, first = b"", 0, True
     for chunk in chunks:
         pending += chunk
+        if first and len(pending) >= len(BOM):
+            pending, first = pending.removeprefix(BOM), False
         *complete, pending = pending.split(b"\n")
         for raw in complete:
             number += 1
+            if len(raw) > cap:
+                raise BadLine(number, f"longer than {cap:,} bytes (SB_UPLOAD_MAX_LINE_BYTES)")
             yield number, _decode(decoder, raw + b"\n", number)
-        if len(pending) > MAX_LINE_BYTES:
-            raise BadLine(number + 1, f"longer than {MAX_LINE_BYTES:,} bytes")
+        if len(pending) > cap:
+            raise BadLine(number + 1, f"longer than {cap:,} bytes (SB_UPLOAD_MAX_LINE_BYTES)")
     if pending:
-        yield number + 1, _decode(decoder, pending, number + 1)
+        yield number + 1, _decode(decoder, pending.removeprefix(BOM) if first else pending, number + 1)
 
 
 def _decode(decoder: Any, raw: bytes, number: int) -> str:
@@ -165,34 +243,54 @@ def _jsonl(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 def _csv(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """One object of strings per row, keyed by the header row; quoted fields may span lines
     (a record's number is that of its first line)."""
-    reader = csv.reader((text for _, text in lines), strict=True)
+    cap = int(settings.SB["UPLOAD_MAX_LINE_BYTES"])
+    record = {"bytes": 0, "first": 1}  # the record being read: its size so far, its first line
+
+    def texts() -> Iterator[str]:
+        # A quoted field may span lines: the cap holds for a whole record, as for a JSON line.
+        for _, text in lines:
+            record["bytes"] += len(text)
+            if record["bytes"] > cap:
+                raise BadLine(record["first"], f"a record longer than {cap:,} bytes (SB_UPLOAD_MAX_LINE_BYTES)")
+            yield text
+
+    reader = csv.reader(texts(), strict=True)
     try:
         header = next(reader, None)
         if header is None:
             raise BadLine(1, "the CSV has no header row")
         names = _header(header)
         first = reader.line_num + 1
+        record.update(bytes=0, first=first)
         for row in reader:
             if row and len(row) != len(names):
                 raise BadLine(first, f"{len(row)} fields, but the header has {len(names)}")
             if row:
                 yield first, _stored(dict(zip(names, row, strict=True)), first)
             first = reader.line_num + 1
-    except csv.Error as error:
-        raise BadLine(reader.line_num, f"not CSV: {error}") from error
+            record.update(bytes=0, first=first)
+    except csv.Error as error:  # named by the record's first line, where its reader began it
+        raise BadLine(record["first"], f"not CSV: {error}") from error
 
 
 def _header(row: list[str]) -> list[str]:
+    columns = int(settings.SB["UPLOAD_MAX_COLUMNS"])
+    if len(row) > columns:
+        raise BadLine(1, f"the header has {len(row):,} columns; at most {columns:,} (SB_UPLOAD_MAX_COLUMNS)")
     names = [name.strip() for name in row]
     if any(not name for name in names):
         raise BadLine(1, "every header field needs a name")
-    duplicates = sorted({name for name in names if names.count(name) > 1})
+    duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
     if duplicates:
-        raise BadLine(1, f"the header repeats {', '.join(repr(n) for n in duplicates)}")
+        raise BadLine(1, f"the header repeats {', '.join(repr(n) for n in duplicates[:10])}")
     return names
 
 
 def _stored(value: Any, number: int) -> str:
+    problem = next(storable.unstorable(value), None)
+    if problem is not None:
+        path, message = problem
+        raise BadLine(number, f"the item at {path}: {message}")
     try:
         return payloads.encode(value)
     except payloads.PayloadError as error:

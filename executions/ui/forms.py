@@ -12,7 +12,8 @@ from typing import Any, cast
 from django import forms
 from django.utils import timezone
 
-from executions.api.parsers import MAX_REPORTED, unstorable
+from executions.api.parsers import MAX_REPORTED
+from executions.core.storable import unstorable
 from executions.models import ExecutionStatus
 from executions.selectors import children, executions
 

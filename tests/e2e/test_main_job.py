@@ -128,6 +128,12 @@ def test_make_run_serves_gunicorn_with_whitenoise_and_debug_off_and_runs_the_dem
         assert css.headers["cache-control"] == "max-age=315360000, public, immutable"  # WhiteNoise's
         assert css.headers["content-encoding"] == "gzip"
 
+        # A chunked body (no Content-Length) is refused, not read as an empty one (issue 28 §2).
+        chunked = http.post("/api/v1/uploads", content=iter([b'{"a": 1}\n', b'{"a": 2}\n']),
+                            headers={"Content-Type": "application/x-ndjson"})
+        assert chunked.request.headers["transfer-encoding"] == "chunked"
+        assert chunked.status_code == 411 and "Content-Length" in chunked.json()["detail"]
+
         # The metrics of every process: the qcluster worker ran the demo's steps.
         assert http.get("/metrics").status_code == 404
         metrics = http.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})

@@ -72,3 +72,12 @@ def test_viewers_read_but_cannot_add(workspace: Any) -> None:
     assert viewer.get(f"{SCHEDULES}add/").status_code == 403
     assert viewer.post(f"{SCHEDULES}add/", form(workspace, "hello", name="other")).status_code == 403
     assert Schedule.objects.count() == 1
+
+
+def test_the_add_form_shows_only_what_an_author_fills_in(workspace: Any) -> None:
+    """Created at / Updated at and the fire bookkeeping have no value before the row exists:
+    the add form showed Django's placeholder object for them."""
+    helpers.publish(workspace, "hello", helpers.NOOP)
+    page = staff(workspace, "author", "ann").get(f"{SCHEDULES}add/").content.decode()
+    assert "DatabaseDefault" not in page and "object at 0x" not in page
+    assert 'name="cron"' in page and "Created at" not in page and "Next run at" not in page

@@ -94,6 +94,17 @@ def test_a_malformed_idempotency_key_is_400(workspace: Any, key: str) -> None:
     assert not Execution.objects.exists()
 
 
+def test_a_schedules_key_cannot_be_used_to_swallow_its_fire(workspace: Any) -> None:
+    """A start keyed like a schedule's fire made the schedule start nothing at that time."""
+    helpers.publish(workspace, "flow", helpers.NOOP)
+    key = "schedule:nightly:2026-12-03T02:00:00Z"
+    response = api(workspace, "operator").post("/api/v1/executions", {"workflow": "flow"}, format="json",
+                                               HTTP_IDEMPOTENCY_KEY=key)
+    refused = problem(response, 400)
+    assert refused["errors"][0]["field"] == "Idempotency-Key" and "reserved for schedules" in refused["detail"]
+    assert not Execution.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(60)
 def test_concurrent_idempotent_starts_create_one_execution() -> None:

@@ -80,6 +80,15 @@ def test_other_workspaces_unknown_ids_and_bad_filters_are_problems(workspace: An
     assert client.get(f"/api/v1/executions/{parent.pk}/children.csv", HTTP_ACCEPT="text/csv").status_code == 200
 
 
+@pytest.mark.parametrize("path", ["children.csv?status=FAILED&status=SUCCEEDED",
+                                  "children.jsonl?status=FAILED&status=FAILED",
+                                  "children?status=FAILED&status=SUCCEEDED"])
+def test_a_filter_given_twice_is_refused_not_read_as_its_last_value(workspace: Any, path: str) -> None:
+    parent = helpers.run_fanout(workspace, 3, failing=(1,))
+    refused = problem(api(workspace, "viewer").get(f"/api/v1/executions/{parent.pk}/{path}"), 400)
+    assert "'status' is given more than once" in refused["detail"] and refused["errors"][0]["field"] == "status"
+
+
 def test_anonymous_requests_are_refused_and_a_browser_session_may_download(workspace: Any) -> None:
     from rest_framework.test import APIClient
 

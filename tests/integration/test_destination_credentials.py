@@ -146,3 +146,59 @@ def test_a_server_quoting_the_secret_back_does_not_leak_it(workspace, credential
         for secret in (TOKEN, BASIC["password"], KEY, base64.b64encode(b"svc-ledger:p4ss").decode()[:12]):
             assert secret not in text, text
     assert "[redacted]" in step.error and "[redacted]" in DestinationCall.objects.get().error
+
+
+def test_a_secret_the_server_quotes_json_escaped_is_redacted(workspace):
+    """A secret with '"' or '\\' comes back JSON-escaped: that form went through unredacted."""
+    secret = 'tok-"quoted"\\back/slash-SECRET'
+    with serve() as (url, _):
+        execution = call(workspace, url, "/echo-headers/400", {"bearer": secret})
+    escaped = json.dumps(secret)[1:-1]
+    for text in (helpers.step(execution, "call").error, DestinationCall.objects.get().error):
+        assert escaped not in text and secret not in text and "quoted" not in text, text
+        assert "[redacted]" in text
+
+
+@pytest.mark.parametrize("pad", [60, 75, 90, 100])
+def test_the_error_excerpt_is_redacted_before_it_is_cut(workspace, pad):
+    """The 120-character excerpt was cut first: a secret across the cut showed its start."""
+    with serve() as (url, _):
+        execution = call(workspace, url, f"/echo-headers/400/{pad}", {"bearer": TOKEN})
+    for text in (helpers.step(execution, "call").error, DestinationCall.objects.get().error):
+        assert TOKEN[:6] not in text, text
+
+
+def test_a_new_origin_needs_the_credentials_again_and_is_audited(workspace):
+    client = api(workspace, "operator")
+    ok(client.post("/api/v1/destinations", {"name": "ledger", "base_url": "https://ledger.example/v1",
+                                            "credentials": {"bearer": TOKEN}}, format="json"), 201)
+    for elsewhere in ("https://attacker.example/v1", "http://ledger.example/v1", "https://ledger.example:8443/v1"):
+        refused = problem(client.patch("/api/v1/destinations/ledger", {"base_url": elsewhere}, format="json"), 400)
+        assert refused["errors"][0]["field"] == "base_url" and "credentials" in refused["errors"][0]["message"]
+    assert Destination.objects.get().base_url == "https://ledger.example/v1"
+    # The same origin (a new path, the default port spelled out) keeps them.
+    moved = ok(client.patch("/api/v1/destinations/ledger", {"base_url": "https://ledger.example:443/v2"},
+                            format="json"))
+    assert moved["credentials"] == {"set": True, "kind": "bearer"}
+    replaced = ok(client.patch("/api/v1/destinations/ledger", {"base_url": "https://new.example",
+                                                               "credentials": {"bearer": "tok-new-SECRET"}},
+                               format="json"))
+    assert replaced["base_url"] == "https://new.example" and replaced["credentials"]["set"] is True
+    from workflows.models import AuditEvent
+
+    audit = AuditEvent.objects.filter(action="destination.update", outcome="accepted").order_by("-id").first()
+    assert audit.detail == {"origin_from": "https://ledger.example:443", "origin_to": "https://new.example:443",
+                            "credentials": "replaced"}
+    cleared = ok(client.patch("/api/v1/destinations/ledger", {"base_url": "https://other.example",
+                                                              "credentials": None}, format="json"))
+    assert cleared["credentials"] is None
+
+
+def test_credentials_the_key_cannot_open_are_not_shown_as_set(workspace, settings):
+    ok(api(workspace, "operator").post("/api/v1/destinations", {
+        "name": "ledger", "base_url": "https://ledger.example", "credentials": {"bearer": TOKEN}}, format="json"), 201)
+    from cryptography.fernet import Fernet
+
+    settings.SB = {**settings.SB, "CREDENTIALS_KEY": Fernet.generate_key().decode()}  # the old key is gone
+    read = ok(api(workspace, "viewer").get("/api/v1/destinations/ledger"))["credentials"]
+    assert read["set"] is False and read["kind"] == "bearer" and "cannot be opened" in read["error"]

@@ -54,3 +54,13 @@ def test_an_unstorable_edit_or_a_child_that_is_not_failed_changes_nothing(worksp
     assert payload_reads.input_of(child) == {"i": 1, "fail": True}
     assert not Event.objects.filter(execution_id=child.pk, message__startswith="input edited").exists()
     assert problem(api(workspace, "viewer").post(url, {"input": {}}, format="json"), 403)
+
+
+def test_an_edited_input_naming_an_upload_is_refused_with_its_path(workspace: Any) -> None:
+    """It was kept as literal text, so the retry ran on {"$upload": …} instead of a list."""
+    _, child = _failed_child(workspace)
+    edit = {"i": 1, "rows": {"$upload": "6f1c0e6a-0000-4000-8000-000000000000"}}
+    refused = problem(api(workspace, "operator").post(f"/api/v1/executions/{child.pk}/retry", {"input": edit},
+                                                      format="json"), 400)
+    assert "cannot name an upload" in refused["detail"] and refused["errors"][0]["path"] == "$.input.rows"
+    assert payload_reads.input_of(child) == {"i": 1, "fail": True} and helpers.refresh(child).status == "FAILED"

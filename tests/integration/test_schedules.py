@@ -227,3 +227,89 @@ def test_a_schedule_whose_start_breaks_does_not_hold_up_the_others(workspace: An
     assert keys() == ["schedule:b-fine:2026-11-30T12:01:00Z"]
     broken.refresh_from_db()
     assert broken.next_run_at == minute(2) and "a bug" in broken.last_error
+
+
+def test_every_due_schedule_fires_however_many_are_due(workspace: Any) -> None:
+    """250 every-minute schedules: one pass started 100 and the rest missed their fire time."""
+    helpers.publish(workspace, "hello", helpers.NOOP)
+    for n in range(250):
+        schedules.create_schedule(workspace, name=f"s-{n:03d}", workflow="hello", cron="* * * * *", now=T0)
+    assert schedules.fire_due(now=minute(1) + timedelta(seconds=5)) == 250
+    assert Schedule.objects.filter(next_run_at=minute(2), last_run_at=minute(1), last_error="").count() == 250
+
+
+def test_repeating_the_same_cron_keeps_the_fire_time_that_is_due(workspace: Any) -> None:
+    schedule = every_minute(workspace)
+    late = minute(1) + timedelta(seconds=20)  # 12:01 is due and not yet fired
+    same = schedules.update_schedule(schedule, cron="* * * * *", timezone="UTC", input={"n": 3}, now=late)
+    assert same.next_run_at == minute(1)
+    assert schedules.fire_due(now=late) == 1 and keys() == ["schedule:each-minute:2026-11-30T12:01:00Z"]
+    moved = schedules.update_schedule(same, cron="*/5 * * * *", now=late)
+    assert moved.next_run_at == minute(5)
+
+
+def test_skipped_fire_times_say_why(workspace: Any) -> None:
+    every_minute(workspace)
+    hourly = schedules.create_schedule(workspace, name="hourly", workflow="hello", cron="0 * * * *", now=T0)
+    schedules.fire_due(now=minute(190))  # 13:00, 14:00 and 15:00 missed; 15:00 is 10 minutes old
+    hourly.refresh_from_db()
+    assert hourly.last_error.startswith("skipped the missed fire times from 2026-11-30T13:00:00+00:00 to "
+                                        "2026-11-30T15:00:00+00:00: catch_up is off")
+    minutely = Schedule.objects.get(name="each-minute")  # 12:01 … 15:10 missed, 15:10 ran
+    assert minutely.last_run_at == minute(190) and "to 2026-11-30T15:09:00+00:00" in minutely.last_error
+
+
+@pytest.mark.parametrize("fields, field, words", [
+    ({"timezone": "localtime"}, "timezone", "depends on the host"),
+    ({"timezone": "posixrules"}, "timezone", "depends on the host"),
+    ({"cron": "1-0 * * * *"}, "cron", "minute 1-0"),
+    ({"cron": "* * * * fri-mon"}, "cron", "day-of-week fri-mon"),
+    ({"cron": "0 0 * dec-jan/2 *"}, "cron", "month dec-jan/2"),
+])
+def test_host_dependent_zones_and_backward_ranges_are_refused(fields: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        schedules.validated({"cron": "* * * * *", **fields})
+    assert refused.value.errors[0]["field"] == field and words in refused.value.errors[0]["message"]
+    assert schedules.validated({"cron": "0 9 * * mon-fri", "timezone": "Europe/Berlin"})
+
+
+def test_a_deactivated_actors_schedule_says_which_actor_and_why(workspace: Any) -> None:
+    publish_system(workspace, "system.nightly", helpers.NOOP)
+    deployer = make_actor("deployer", ("system.*",))
+    schedules.create_schedule(workspace, name="n", workflow="system.nightly", cron="* * * * *",
+                              system_actor=VerifiedActor("deployer", ("system.*",)), now=T0)
+    with actor_admin():
+        actors.deactivate(deployer.row, by="test")
+    assert schedules.fire_due(now=minute(1)) == 0
+    error = Schedule.objects.get().last_error
+    assert "system actor 'deployer' is deactivated or removed" in error and "'system.nightly'" in error
+
+
+@pytest.mark.django_db(transaction=True)  # the tick manages its own connection (close_old_connections)
+def test_the_tick_fires_schedules_before_its_retention_pass(workspace: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long retention pass (up to SB_RETENTION_TICK_SECONDS) must not make fires late."""
+    from executions import worker
+    from executions.core import retention
+
+    every_minute(workspace)
+    Schedule.objects.update(next_run_at=minute(-1))  # due now, by the database clock
+    seen: list[int] = []
+    real = retention.run_pass
+
+    def run_pass(**kwargs: Any) -> Any:
+        seen.append(Execution.objects.filter(created_by="schedule:each-minute").count())
+        return real(**kwargs)
+
+    monkeypatch.setattr(retention, "run_pass", run_pass)
+    worker.tick()
+    assert seen == [1]
+
+
+def test_a_schedules_input_cannot_name_an_upload(workspace: Any) -> None:
+    """Every fire failed with 'is a JSON object, not a list': the marker was kept as text."""
+    helpers.publish(workspace, "hello", helpers.NOOP)
+    with pytest.raises(Invalid) as refused:
+        schedules.create_schedule(workspace, name="n", workflow="hello", cron="* * * * *", now=T0,
+                                  input={"entries": {"$upload": "6f1c0e6a-0000-4000-8000-000000000000"}})
+    assert refused.value.errors[0]["field"] == "input" and "cannot name an upload" in refused.value.errors[0]["message"]
+    assert not Schedule.objects.exists()

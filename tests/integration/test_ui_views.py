@@ -70,6 +70,24 @@ def test_logging_in_lands_on_the_executions_list(workspace):
     assert b"viewer in default" in response.content
 
 
+@pytest.mark.parametrize("path", ["/accounts/password_reset/", "/accounts/password_reset/done/",
+                                  "/accounts/reset/MQ/set-password/", "/accounts/reset/done/"])
+def test_there_is_no_anonymous_password_reset(path):
+    """It would mail a reset link to anyone who asks, unthrottled; this product sends no mail."""
+    client = Client()
+    assert client.get(path).status_code == 404
+    assert client.post(path, {"email": "alice@example.com"}).status_code == 404
+
+
+def test_a_logged_in_user_logs_out_and_changes_a_password(workspace):
+    member(workspace, Role.VIEWER, "alice", password="correct horse")
+    client = Client()
+    assert client.login(username="alice", password="correct horse")
+    assert client.get("/accounts/password_change/").status_code == 200
+    assert client.post("/accounts/logout/").status_code == 302
+    assert client.get("/accounts/password_change/").status_code == 302  # to the login page
+
+
 def test_a_user_without_a_workspace_is_refused(workspace):
     response = client_for(workspace, None).get("/executions/")
     assert response.status_code == 403

@@ -2,10 +2,11 @@
 
 Paths: ``/ok`` echoes the JSON body (200); ``/status/<code>`` answers that code;
 ``/slow/<seconds>`` answers 200 after a delay; ``/big/<bytes>`` sends that many bytes
-(``/big/<bytes>/unsized``: without a Content-Length, until the connection closes); ``/trickle/<seconds>`` sends one byte
-every 50 ms for that long; ``/echo-headers/<code>`` answers that code quoting the request's Authorization and X-Api-Key;
-``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a
-gzip-compressed body whatever was asked; anything else 404 (with a long body).
+(``/big/<bytes>/unsized``: without a Content-Length, until the connection closes);
+``/trickle/<seconds>`` sends one byte every 50 ms for that long; ``/echo-headers/<code>[/<n>]``
+answers that code quoting the request's Authorization and X-Api-Key (after n characters of
+padding); ``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a gzip-compressed
+body whatever was asked; anything else 404 (with a long body).
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 return 200, {"echo": json.loads(body) if body else None, "path": self.path}
             if parts[0] == "echo-headers" and len(parts) > 1:  # e.g. a server that quotes the request back
                 quoted = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")}
+                if len(parts) > 2:  # /echo-headers/<code>/<n>: n characters of padding first
+                    return int(parts[1]), {"pad": "p" * int(parts[2]), "got": quoted}
                 return int(parts[1]), {"got": quoted}
             if parts[0] == "status" and len(parts) > 1:
                 return int(parts[1]), {"error": f"status {parts[1]}"}

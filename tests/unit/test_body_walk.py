@@ -8,7 +8,7 @@ import json
 import tracemalloc
 from typing import Any
 
-from executions.api.parsers import MAX_DEPTH, unstorable
+from executions.core.storable import MAX_DEPTH, unstorable
 
 
 def test_problems_are_reported_with_their_paths_in_document_order() -> None:

@@ -39,7 +39,7 @@ class Command(BaseCommand):
         baseline.add_argument("--items", type=int, default=2_000)
         baseline.add_argument("--workers", type=int, default=2)
         baseline.add_argument("--compare", action="store_true", help="also run the fan-out and print the speed-up")
-        redelivery = sub.add_parser("redelivery", help="SIGKILL the spawner's worker at ~50%")
+        redelivery = sub.add_parser("redelivery", help="SIGKILL the spawner's worker at ~50%%")
         redelivery.add_argument("--items", type=int, default=10_000)
         redelivery.add_argument("--workers", type=int, default=2)
         scale = sub.add_parser("scale", help="per-item cost and peak memory at several sizes")

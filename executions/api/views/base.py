@@ -142,6 +142,12 @@ def body(serializer_class: type[serializers.Serializer], request: Request) -> di
 
 
 def query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    """The query parameters, checked. Each may be given once: ``?status=A&status=B`` is
+    refused, not read as its last value (which would export or list something else)."""
+    repeated = sorted(name for name, values in request.query_params.lists() if len(values) > 1)
+    if repeated:
+        raise BadRequest(f"query parameter '{repeated[0]}' is given more than once; give it once",
+                         errors=[{"field": name, "message": "given more than once"} for name in repeated])
     # A plain dict: DRF reads an absent boolean in a QueryDict as false, not as absent.
     serializer = serializer_class(data=request.query_params.dict())
     serializer.is_valid(raise_exception=True)

@@ -3,6 +3,8 @@ limits. Listing needs any role; creating and editing need the operator role."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
@@ -66,7 +68,14 @@ class UpdateDestination(ApiView):
             raise BadRequest("destinations cannot be renamed: workflows refer to them by name",
                              errors=[{"field": "name", "message": "must equal the current name"}])
         principal = self.principal
-        with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations"):
-            updated = destinations.update_destination(selectors.destinations.named(principal.workspace, name),
-                                                      system_actor=principal.system_actor, **data)
+        detail: dict[str, Any] = {}
+        with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations",
+                    detail=detail):
+            current = selectors.destinations.named(principal.workspace, name)
+            before = destinations.origin(current.base_url)
+            updated = destinations.update_destination(current, system_actor=principal.system_actor, **data)
+            if destinations.origin(updated.base_url) != before:  # the audit row says where calls go now
+                detail.update(origin_from="{}://{}:{}".format(*before),
+                              origin_to="{}://{}:{}".format(*destinations.origin(updated.base_url)),
+                              credentials="replaced" if "credentials" in data else "none")
         return Response(s.DestinationSerializer(updated).data)

@@ -3,6 +3,7 @@ name with ``{"$upload": "<id>"}`` (executions/services/uploads.py)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -46,3 +47,17 @@ class CreateUpload(ApiView):
                                        created_by=principal.label)
             detail.update(id=str(received.id), items=received.items, bytes=received.bytes)
         return Response(s.UploadSerializer(received).data, status=201)
+
+
+class DeleteUpload(ApiView):
+    @extend_schema(operation_id="delete_upload", tags=TAG, request=None,
+                   description="Delete an upload and its items: its bytes leave the payload store and the "
+                               "workspace's upload quota. Executions started from it keep their input (a start "
+                               "copies the list). A 409 while a start is copying it. Needs the operator role.",
+                   responses={204: OpenApiResponse(description="Deleted.")})
+    @writes("upload.delete", Role.OPERATOR, "delete uploads", target="{id}")
+    def delete(self, request: Request, id: uuid.UUID) -> Response:
+        principal = self.principal
+        with acting(principal, "upload.delete", Role.OPERATOR, target=str(id), what="delete uploads"):
+            uploads.delete(principal.workspace.pk, id)
+        return Response(status=204)

@@ -135,7 +135,7 @@ def _judge(call: Call, response: outbound.Fetched | BaseException) -> tuple[Outc
         row = call.record(None, f"{type(response).__name__}: {response}")
         return failed(credentials.redact(f"{shown} failed: {type(response).__name__}: {response}", hidden)), row
     ok = response.status < 400
-    excerpt = "" if ok else credentials.redact(response.excerpt(), hidden)
+    excerpt = "" if ok else credentials.excerpt(response.text, len(response.content), hidden)
     row = call.record(response.status, excerpt)
     if ok:
         return succeeded({"status": response.status, "body": response.body()}), row
