@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from executions import extensions, selectors
+from executions.destinations import credentials as credential_rules
 from executions.destinations import rules as destination_services
 from executions.models import Destination
 from executions.ui import access, forms, present
@@ -25,7 +26,13 @@ from workflows.models import Role
 def _entries(rows: list[Destination]) -> list[dict[str, Any]]:
     """Each destination with its live count cells."""
     live = selectors.destinations.live_counts([d.pk for d in rows])
-    return [{"d": d, "c": _count_cells(live.get(d.pk, {}))} for d in rows]
+    return [{"d": d, "c": _count_cells(live.get(d.pk, {})), "credentials_problem": _credentials_problem(d)}
+            for d in rows]
+
+
+def _credentials_problem(destination: Destination) -> str:
+    """Why stored credentials cannot be used (the key that sealed them is gone), or ''."""
+    return credential_rules.problem(destination.credentials_sealed) if destination.credentials_kind else ""
 
 
 def _count_cells(live: dict[str, Any]) -> dict[str, str]:
@@ -41,8 +48,8 @@ def _count_cells(live: dict[str, Any]) -> dict[str, str]:
 
 
 def _row_context(request: UiRequest, destination: Destination, **extra: Any) -> dict[str, Any]:
-    return {"d": destination, "c": _entries([destination])[0]["c"], "can_operate": access.can_operate(request),
-            **extra}
+    entry = _entries([destination])[0]
+    return {**entry, "can_operate": access.can_operate(request), **extra}
 
 
 def _destination(request: UiRequest, destination_id: int) -> Destination:

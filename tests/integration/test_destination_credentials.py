@@ -13,7 +13,7 @@ from django.db import connection
 
 from executions.models import Destination, DestinationCall, Event
 from tests.support import helpers
-from tests.support.clients import api, ok, problem
+from tests.support.clients import api, client_for, ok, problem
 from tests.support.httpserver import serve
 
 pytestmark = pytest.mark.django_db
@@ -202,3 +202,5 @@ def test_credentials_the_key_cannot_open_are_not_shown_as_set(workspace, setting
     settings.SB = {**settings.SB, "CREDENTIALS_KEY": Fernet.generate_key().decode()}  # the old key is gone
     read = ok(api(workspace, "viewer").get("/api/v1/destinations/ledger"))["credentials"]
     assert read["set"] is False and read["kind"] == "bearer" and "cannot be opened" in read["error"]
+    page = html.unescape(client_for(workspace, "viewer").get("/rate-limits/").content.decode())
+    assert "credentials: bearer" in page and "(cannot be opened: set them again)" in page
