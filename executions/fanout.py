@@ -30,6 +30,7 @@ from django.db import connection
 from executions import cancel, metrics, payloads, quotas, records, retry, state, versions
 from executions.handlers import NonRetryable
 from executions.merge_rule import VERDICTS, allowed_failures, explain
+from executions.models import CancelCause
 from executions.outcomes import NO_OUTPUT, Outcome, committed, failed, signal, succeeded, wait
 from executions.runs import StepRun
 from workflows import sudo
@@ -190,23 +191,41 @@ def spawn(step: StepRun) -> Outcome:
         hi = min(cursor_at + batch_size, fan["total"])
         with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
-            if fan["fail_fast"] and fan["exceeded"]:
-                # S18: the merge has failed already; children not yet created never will be
+            stopping = fan["fail_fast"] and fan["exceeded"]
+            if not stopping:
+                inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
                 tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
-                                               "hi": fan["total"] * vertex.items_per_child})
-                break
-            inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
-            tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
-                                           "hi": hi * vertex.items_per_child})
-            tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
-            metrics.children_created(inserted)
+                                               "hi": hi * vertex.items_per_child})
+                tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
+                metrics.children_created(inserted)
+        if stopping:
+            if _stop_for_fail_fast(step, vertex, cursor_at, walked_from, created):
+                return committed()
+            continue  # a retry of the failed children re-opened the fan-out meanwhile (S28)
         created += inserted
         cursor_at = hi
-    if cursor_at < fan["total"]:
-        return succeeded({"children": cursor_at, "created": created, "relinked": cursor_at - walked_from - created,
-                          "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"})
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
+
+
+def _stop_for_fail_fast(step: StepRun, vertex: ast.Spawner, cursor_at: int, walked_from: int, created: int) -> bool:
+    """S18: the failFast merge has failed, so the children not yet created never will be —
+    unless a retry of the failed children re-opens the fan-out (S28). Decided under the
+    fan-out row's lock (taken before the step's, as the lock order wants), and the step ends
+    SUCCEEDED in the same transaction: a retry, which holds that lock while it re-runs the
+    children, either finds the spawner stopped (and re-opens it) or has re-opened the
+    fan-out before the spawner looks (which then spawns on). Returns whether it stopped."""
+    with step.transaction(prelock=(LOCK_OWN_FANOUT, {"step": step.step_id})) as tx:
+        fan = cast(dict[str, Any], _fanout_row(tx.cursor, step.step_id))
+        if not (fan["fail_fast"] and fan["exceeded"]):
+            return False
+        # The items left go; a re-opened spawner explodes them again from the stored list.
+        tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
+                                       "hi": fan["total"] * vertex.items_per_child})
+        tx.finish(succeeded({
+            "children": cursor_at, "created": created, "relinked": cursor_at - walked_from - created,
+            "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"}))
+    return True
 
 
 SLICE = "spawn_slice"  # step state: where this run began and what it created, across hand-overs
@@ -475,7 +494,7 @@ def _stop_children_on_failfast(step: StepRun, vertex: ast.Merge) -> None:
         spawner_row = cursor.fetchone()
         fan = _fanout_row(cursor, spawner_row[0]) if spawner_row else None
     if fan and fan["fail_fast"] and fan["exceeded"] and not fan["finished"]:
-        cancel.cancel_descendants(step.execution.id, spawner=vertex.spawner,
+        cancel.cancel_descendants(step.execution.id, spawner=vertex.spawner, cause=CancelCause.FAIL_FAST,
                                   message=f"cancelled: failFast merge '{vertex.id}' failed")
 
 
