@@ -228,6 +228,11 @@ class ChildrenExportQuery(StrictSerializer):
                                      help_text="Only children with this status (e.g. FAILED).")
 
 
+class RetryFailedQuery(StrictSerializer):
+    spawner = StrictRegexField(VERTEX_ID, max_length=64, required=False,
+                               help_text="Only children of this SPAWNER vertex.")
+
+
 class ChildrenQuery(PageQuery):
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
     spawner = StrictRegexField(VERTEX_ID, max_length=64, required=False,
@@ -394,7 +399,15 @@ class RetryResultSerializer(serializers.Serializer):
 
 
 class RetriedSerializer(serializers.Serializer):
-    retried = serializers.IntegerField(help_text="Failed children put back to run.")
+    """What a retry of the failed children re-runs (POST) or would re-run now (GET), S28."""
+
+    retried = serializers.IntegerField(help_text="Children put back to run: `failed` + `cancelled_by_fail_fast`.")
+    failed = serializers.IntegerField(help_text="FAILED children re-run (not those failed on a FAIL vertex).")
+    cancelled_by_fail_fast = serializers.IntegerField(
+        help_text="Children the failFast policy cancelled when the merge failed, re-run (an operator's cancels "
+                  "stay cancelled).")
+    never_started = serializers.IntegerField(
+        help_text="Items the spawner never started (failFast stopped it), spawned now, once each.")
 
 
 class PublishedSerializer(serializers.Serializer):
