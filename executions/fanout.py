@@ -200,6 +200,10 @@ def spawn(step: StepRun) -> Outcome:
                 metrics.children_created(inserted)
         if stopping:
             if _stop_for_fail_fast(step, vertex, cursor_at, walked_from, created):
+                # A merge that failed while this spawner ran (a re-opened one, S28) swept the
+                # children before this spawner's last batch: those are cancelled here (S18).
+                cancel.cancel_descendants(step.execution.id, spawner=vertex.id, cause=CancelCause.FAIL_FAST,
+                                          message=f"cancelled: failFast stopped spawner '{vertex.id}'")
                 return committed()
             continue  # a retry of the failed children re-opened the fan-out meanwhile (S28)
         created += inserted

@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 from django.db.models import Count
+from django.urls import reverse
+from django.utils import timezone
 
 from executions.models import Execution, FanOutItem, Step
 from tests.support import handlers, helpers
-from tests.support.clients import api, ok
+from tests.support.clients import api, ok, problem, text
+from workflows.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +108,166 @@ def test_the_seed_recovery_story_with_fail_fast(workspace: Any, settings: Any) -
     # The re-run children kept their ids and keys: a new attempt each, never a second child.
     again = Execution.objects.filter(parent_id=parent, attempt=2)
     assert again.count() == before["FAILED"] + before["CANCELLED"]
+
+
+def _expected(counts: dict[str, int]) -> dict[str, int]:
+    """The preview of a retry right after the failFast merge failed: every FAILED child, every
+    CANCELLED one (all cancelled by the policy here) and every item never started."""
+    return {"retried": counts["FAILED"] + counts["CANCELLED"], "failed": counts["FAILED"],
+            "cancelled_by_fail_fast": counts["CANCELLED"], "never_started": counts["NEVER_STARTED"]}
+
+
+def test_the_preview_counts_what_the_retry_does(workspace: Any, settings: Any) -> None:
+    client = api(workspace, "operator")
+    parent = _seed_fanout(workspace, settings, client, items=300)
+    url = f"/api/v1/executions/{parent}/children/retry-failed"
+    expected = _expected(_fanout(client, parent)["counts"])
+    assert expected["cancelled_by_fail_fast"] > 0 and expected["never_started"] > 0, expected
+    assert ok(client.get(url)) == expected
+    assert ok(client.get(url, {"spawner": "fan"})) == expected
+    assert ok(client.get(url, {"spawner": "other"})) == {"retried": 0, "failed": 0, "cancelled_by_fail_fast": 0,
+                                                         "never_started": 0}
+    assert problem(client.get(url, {"spawner": "no such"}), 400)["errors"][0]["field"] == "spawner"
+    assert problem(client.get(url, {"bogus": "1"}), 400)
+    assert problem(api(workspace, "viewer").post(url, format="json"), 403)
+    assert ok(api(workspace, "viewer").get(url)) == expected, "a viewer may see what a retry would do"
+    handlers.set_flaky(False)
+    assert ok(client.post(url, format="json")) == expected, "the retry does what the preview said"
+    # Redrive: the merge waits again, the parent runs, the spawner resumes; counters are exact.
+    detail = ok(client.get(f"/api/v1/executions/{parent}"))
+    steps = {step["vertex"]: step["status"] for step in detail["steps"]}
+    assert detail["status"] == "RUNNING" and steps == {"fan": "READY", "join": "WAITING"}, steps
+    fan = _fanout(client, parent)
+    assert (fan["counts"]["FAILED"], fan["counts"]["CANCELLED"]) == (0, 0)
+    assert fan["counts"]["PENDING"] == expected["retried"]
+    assert ok(client.get(url)) == {"retried": 0, "failed": 0, "cancelled_by_fail_fast": 0,
+                                   "never_started": 0}, "nothing is left to retry"
+    _run_until_quiet()
+    _assert_recovered(client, parent, items=300)
+
+
+def test_retrying_the_spawner_step_does_the_same(workspace: Any, settings: Any) -> None:
+    client = api(workspace, "operator")
+    parent = _seed_fanout(workspace, settings, client, items=300)
+    counts = _fanout(client, parent)["counts"]
+    assert counts["CANCELLED"] > 0 and counts["NEVER_STARTED"] > 0, counts
+    spawner = helpers.step(Execution.objects.get(pk=parent), "fan")
+    assert spawner.status == "SUCCEEDED", "failFast stopped it early"
+    handlers.set_flaky(False)
+    result = ok(client.post(f"/api/v1/executions/{parent}/steps/fan/retry"))
+    assert result["step"]["vertex"] == "fan" and result["step"]["status"] == "READY"
+    assert result["step"]["attempt"] == spawner.attempt + 1, "a new round (S16)"
+    assert result["execution"]["status"] == "RUNNING"
+    assert result["execution"]["counts"]["PENDING"] == counts["FAILED"] + counts["CANCELLED"]
+    _run_until_quiet()
+    _assert_recovered(client, parent, items=300)
+    body = problem(client.post(f"/api/v1/executions/{parent}/steps/fan/retry"), 409)
+    assert "only a FAILED step can be retried" in body["detail"]
+
+
+def test_children_an_operator_cancelled_stay_cancelled(workspace: Any, settings: Any) -> None:
+    """Half the children are slow; the destination works at first, so the fast ones succeed.
+    An operator cancels one slow child; then the destination breaks, the slow children that
+    call it fail, and the failFast merge fails, cancelling the other slow ones. A retry re-runs
+    the failed and the failFast-cancelled children, never the one the operator cancelled."""
+    settings.SB = {**settings.SB, "SPAWN_BATCH": 25, "SPAWN_SLICE_SECONDS": 0}
+    helpers.publish(workspace, "child", CHILD)
+    helpers.publish(workspace, "parent", helpers.fanout_doc(merge_config={
+        **SEED_MERGE, "tolerateChildFailures": ["FAILED", "CANCELLED"]}))  # the operator's cancel is tolerated
+    client = api(workspace, "operator")
+    entries = [{"i": i, "fail": _refused(i), "slow": i % 2 == 1} for i in range(200)]
+    parent = ok(client.post("/api/v1/executions", {"workflow": "parent", "input": {"items": entries}},
+                            format="json"), 201)["id"]
+    helpers.run_engine()
+    children = {c.item_index: c for c in Execution.objects.filter(parent_id=parent)}
+    assert len(children) == 200 and _fanout(client, parent)["counts"]["SUCCEEDED"] == 100
+    ok(client.post(f"/api/v1/executions/{children[1].pk}/cancel"))  # the operator's cancel
+    handlers.set_flaky(True)  # the destination breaks: the refused ones among the slow children fail
+    for index, child in children.items():
+        if _refused(index):
+            helpers.make_due(child)
+    helpers.run_engine()
+    detail = ok(client.get(f"/api/v1/executions/{parent}"))
+    assert detail["status"] == "FAILED", detail["fanouts"]
+    counts = detail["fanouts"][0]["counts"]
+    refused = sum(1 for i in range(200) if _refused(i))
+    assert (counts["FAILED"], counts["CANCELLED"]) == (refused, 100 - refused), counts
+    url = f"/api/v1/executions/{parent}/children/retry-failed"
+    expected = {"retried": 99, "failed": refused, "cancelled_by_fail_fast": 99 - refused, "never_started": 0}
+    assert ok(client.get(url)) == expected
+    handlers.set_flaky(False)
+    assert ok(client.post(url, format="json")) == expected
+    _run_until_quiet()
+    assert ok(client.get(f"/api/v1/executions/{parent}"))["status"] == "SUCCEEDED"
+    assert helpers.child_counts(Execution.objects.get(pk=parent)) == {"SUCCEEDED": 199, "CANCELLED": 1}
+    kept = Execution.objects.get(pk=children[1].pk)
+    assert (kept.status, kept.attempt, kept.cancel_cause) == ("CANCELLED", 1, "operator")
+    assert dict(Step.objects.filter(execution=kept).values_list("vertex", "status")) == \
+        {"route": "SUCCEEDED", "wait": "CANCELLED"}
+
+
+def test_a_purged_tree_is_still_refused_and_nothing_moves(workspace: Any, settings: Any) -> None:
+    client = api(workspace, "operator")
+    parent = _seed_fanout(workspace, settings, client, items=300)
+    before = _fanout(client, parent)
+    Execution.objects.filter(pk=parent).update(payloads_purged_at=timezone.now())  # retention froze the tree
+    body = problem(client.post(f"/api/v1/executions/{parent}/children/retry-failed", format="json"), 409)
+    assert "payloads of its tree were deleted" in body["detail"]
+    body = problem(client.post(f"/api/v1/executions/{parent}/steps/fan/retry"), 409)
+    assert "payloads of its tree were deleted" in body["detail"]
+    assert _fanout(client, parent) == before, "nothing half-written"
+    assert Execution.objects.get(pk=parent).status == "FAILED"
+    assert {s.vertex: s.status for s in Step.objects.filter(execution_id=parent)} == \
+        {"fan": "SUCCEEDED", "join": "FAILED"}
+
+
+def test_the_ui_confirms_with_the_counts(workspace: Any, settings: Any, operator: Any) -> None:
+    parent = _seed_fanout(workspace, settings, api(workspace, "operator"), items=300)
+    preview = ok(api(workspace, "viewer").get(f"/api/v1/executions/{parent}/children/retry-failed"))
+    page = text(operator.get(reverse("ui:execution-detail", args=[parent])))
+    what = (f"re-runs {preview['failed']:,} children that failed and {preview['cancelled_by_fail_fast']:,} "
+            f"children that failFast cancelled, and spawns the {preview['never_started']:,} items never started")
+    assert f"Retry all failed ({preview['retried']:,})" in page
+    assert f"Retry the failed children of 'fan'? This re-runs {what[len('re-runs '):]}" in page
+    assert page.count(what) == 2, "the fan-out's button and the spawner step's button say the same"
+    handlers.set_flaky(False)
+    response = operator.post(reverse("ui:retry-failed-children", args=[parent, "fan"]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert f"Retried {preview['retried']:,} children of 'fan': {what}." in text(response)
+    event = AuditEvent.objects.get(action="execution.retry-failed-children")
+    assert event.detail == {"spawner": "fan", "retried": preview["retried"],
+                            "cancelled_by_fail_fast": preview["cancelled_by_fail_fast"],
+                            "never_started": preview["never_started"]}
+    _run_until_quiet()
+    _assert_recovered(api(workspace, "viewer"), parent, items=300)
+
+
+def test_nested_fan_outs_that_fail_fast_cancelled_are_re_run_whole(workspace: Any, settings: Any) -> None:
+    """The failFast policy cancels a child and everything under it; the retry re-runs them
+    all — the cancelled child's steps and its own cancelled children — so its fan-out ends."""
+    settings.SB = {**settings.SB, "SPAWN_SLICE_SECONDS": 0}
+    handlers.set_flaky(True)
+    helpers.publish(workspace, "leaf", CHILD)
+    helpers.publish(workspace, "middle", {"start": "check", "vertices": {
+        "check": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}, "next": "fan"},
+        "fan": {"type": "SPAWNER", "items": "$.input.items", "workflow": "leaf", "next": "join"},
+        "join": {"type": "MERGE", "spawner": "fan", "next": "done"},
+        "done": {"type": "SUCCEED"}}})
+    helpers.publish(workspace, "top", helpers.fanout_doc("middle", merge_config=SEED_MERGE))
+    middles = [{"fail": m < 3, "items": [{"i": 0}, {"i": 1, "slow": True}]} for m in range(20)]
+    top = helpers.start(workspace, "top", {"items": middles})
+    helpers.run_engine()
+    top = helpers.refresh(top)
+    assert top.status == "FAILED", "3 failed middles exceed floor(0.05 × 20) = 1"
+    cancelled = Execution.objects.filter(root=top, status="CANCELLED")
+    assert cancelled.filter(depth=1).count() == 17 and cancelled.filter(depth=2).exists()
+    assert set(cancelled.values_list("cancel_cause", flat=True)) == {"failFast"}
+    client = api(workspace, "operator")
+    url = f"/api/v1/executions/{top.pk}/children/retry-failed"
+    assert ok(client.get(url)) == {"retried": 20, "failed": 3, "cancelled_by_fail_fast": 17, "never_started": 0}
+    handlers.set_flaky(False)
+    assert ok(client.post(url, format="json"))["retried"] == 20
+    _run_until_quiet()
+    assert helpers.refresh(top).status == "SUCCEEDED"
+    assert set(Execution.objects.filter(root=top).values_list("status", flat=True)) == {"SUCCEEDED"}
+    assert Execution.objects.filter(root=top, depth=2).count() == 40, "one leaf per item, no duplicates"
