@@ -21,7 +21,8 @@ only then the stopped spawner step, which no worker holds (a spawner still runni
 selected: it sees the re-opened fan-out at its next batch, fanout.py). A tree whose payloads
 retention has begun to purge is refused (S19), and the transaction rolls back.
 
-``preview`` counts the same rows with the same predicates, without moving any.
+``preview`` counts the same rows with the same predicates, without moving any (and without
+reading them into Python).
 """
 
 from __future__ import annotations
@@ -52,6 +53,21 @@ FAILED_CHILDREN = """
     JOIN executions_step s ON s.execution_id = c.id AND s.status = 'FAILED'
     WHERE c.parent_id = %(parent)s AND c.status = 'FAILED' AND c.spawned_by_id = ANY(%(fanouts)s::bigint[])
     ORDER BY s.id
+"""
+
+# The preview's counts per fan-out, with the predicates of FAILED_CHILDREN and of the first
+# level of FAIL_FAST_CANCELLED (only ``cancelled_fanouts`` count their cancelled children).
+PREVIEW_COUNTS = """
+    SELECT c.spawned_by_id,
+           count(*) FILTER (WHERE c.status = 'FAILED') AS failed,
+           count(*) FILTER (WHERE c.status = 'CANCELLED') AS cancelled
+    FROM executions_execution c
+    WHERE c.parent_id = %(parent)s AND c.spawned_by_id = ANY(%(fanouts)s::bigint[])
+      AND ((c.status = 'FAILED'
+            AND EXISTS (SELECT 1 FROM executions_step s WHERE s.execution_id = c.id AND s.status = 'FAILED'))
+        OR (c.status = 'CANCELLED' AND c.cancel_cause = 'failFast' AND c.spawned_by_id = ANY(%(cancelled_fanouts)s)
+            AND EXISTS (SELECT 1 FROM executions_step s WHERE s.execution_id = c.id AND s.status = 'CANCELLED')))
+    GROUP BY c.spawned_by_id
 """
 
 # Executions the failFast policy cancelled under some fan-outs, at any depth, descending only
@@ -106,11 +122,6 @@ class _Plan:
         return [f for f in self.fanouts if f["step_id"] in fanouts and f["spawner_status"] == "SUCCEEDED"
                 and not f["spawn_complete"] and f["unwalked"] > 0]
 
-    def counts(self) -> Counts:
-        children = self.children()
-        rerun = {row[1] for row in self.failed} | {row[1] for row in children}
-        return Counts(len(self.failed), len(children), sum(f["unwalked"] for f in self.stopped(rerun)))
-
 
 def _fetch(cursor: Any, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     cursor.execute(sql, params)
@@ -133,8 +144,18 @@ def _plan(cursor: Any, parent: uuid.UUID, spawner: str | None) -> _Plan:
 
 
 def preview(cursor: Any, parent: uuid.UUID, *, spawner: str | None = None) -> Counts:
-    """What ``retry_children`` would re-run and spawn now (nothing is moved)."""
-    return _plan(cursor, parent, spawner).counts()
+    """What ``retry_children`` would re-run and spawn now (nothing is moved), counted in the
+    database: one grouped count over the children's (parent, status) index."""
+    fanouts = _fetch(cursor, FANOUTS, {"parent": parent, "spawner": spawner})
+    if not fanouts:
+        return Counts()
+    cursor.execute(PREVIEW_COUNTS, {"parent": parent, "fanouts": [f["step_id"] for f in fanouts],
+                                    "cancelled_fanouts": [f["step_id"] for f in fanouts
+                                                          if f["merge_status"] == "FAILED"]})
+    per_fanout = {fanout: (failed, cancelled) for fanout, failed, cancelled in cursor.fetchall()}
+    plan = _Plan(fanouts, [], [])
+    return Counts(sum(n[0] for n in per_fanout.values()), sum(n[1] for n in per_fanout.values()),
+                  sum(f["unwalked"] for f in plan.stopped({k for k, n in per_fanout.items() if n[0] or n[1]})))
 
 
 def _budgets(cursor: Any, version_ids: set[int]) -> dict[tuple[int, str], int]:

@@ -159,10 +159,13 @@ SEGMENTS = (("succeeded", "SUCCEEDED"), ("failed", "FAILED"), ("cancelled", "CAN
 def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, merge: Step | None) -> Fragment:
     total = view.total or 1
     counts = view.counts()
-    # What "Retry all failed" re-runs (S28: with a failed merge, the children failFast
-    # cancelled and the items never started too), counted only when there is something.
-    rerun = services.retry_failed_preview(execution, spawner=view.spawner_vertex) \
-        if view.failed or view.cancelled else recovery.Counts()
+    # What "Retry all failed" re-runs. S28's extra (the children failFast cancelled, the items
+    # never started) exists only once the merge failed, so the parent is FAILED and the panel
+    # no longer polls: only then is it counted; while it runs, the O(1) counter says it.
+    if execution.status == "FAILED" and (view.failed or view.cancelled):
+        rerun = services.retry_failed_preview(execution, spawner=view.spawner_vertex)
+    else:
+        rerun = recovery.Counts(failed=view.failed)
     context = {
         "e": execution,
         "f": view,

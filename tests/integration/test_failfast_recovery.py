@@ -24,18 +24,11 @@ from workflows.models import AuditEvent
 pytestmark = pytest.mark.django_db
 
 ITEMS = 600
-SEED_MERGE = {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.05}, "failFast": True}
-
-
+SEED_MERGE = helpers.SEED_MERGE
 # The child calls the destination (``test.flaky``: it refuses items with ``fail: true`` while
 # the destination is down). Slow items wait first (a TIMER standing in for a slow call), so
 # some children are still in flight when the merge fails.
-CHILD = {"start": "route", "vertices": {
-    "route": {"type": "CHOICE", "choices": [{"when": {"path": "$.input.slow", "equals": True}, "next": "wait"}],
-              "default": "call"},
-    "wait": {"type": "TIMER", "seconds": 3600, "next": "call"},
-    "call": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}},
-}}
+CHILD = helpers.SLOW_OR_FLAKY
 
 
 def _refused(index: int) -> bool:
