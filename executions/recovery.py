@@ -103,10 +103,6 @@ class Counts:
     def retried(self) -> int:
         return self.failed + self.cancelled_by_fail_fast
 
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(self.failed + other.failed, self.cancelled_by_fail_fast + other.cancelled_by_fail_fast,
-                      self.never_started + other.never_started)
-
 
 @dataclass
 class _Plan:
