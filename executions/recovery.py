@@ -75,14 +75,16 @@ PREVIEW_COUNTS = """
 # to re-run (an execution without one would have nothing to run).
 FAIL_FAST_CANCELLED = """
     WITH RECURSIVE d AS (
-        SELECT c.id, c.spawned_by_id AS fanout, c.version_id, 1 AS level FROM executions_execution c
+        SELECT c.id, c.spawned_by_id AS fanout, c.version_id, 1 AS level, c.spawned_by_id AS own, c.item_index
+        FROM executions_execution c
         WHERE c.parent_id = %(parent)s AND c.status = 'CANCELLED' AND c.cancel_cause = 'failFast'
           AND c.spawned_by_id = ANY(%(fanouts)s::bigint[])
         UNION ALL
-        SELECT e.id, d.fanout, e.version_id, d.level + 1 FROM executions_execution e JOIN d ON e.parent_id = d.id
+        SELECT e.id, d.fanout, e.version_id, d.level + 1, e.spawned_by_id, e.item_index
+        FROM executions_execution e JOIN d ON e.parent_id = d.id
         WHERE e.status = 'CANCELLED' AND e.cancel_cause = 'failFast'
     )
-    SELECT d.id, d.fanout, d.version_id, d.level FROM d
+    SELECT d.id, d.fanout, d.version_id, d.level, d.own, d.item_index FROM d
     WHERE EXISTS (SELECT 1 FROM executions_step s WHERE s.execution_id = d.id AND s.status = 'CANCELLED')
     ORDER BY d.level DESC, d.id
 """
@@ -108,7 +110,9 @@ class Counts:
 class _Plan:
     fanouts: list[dict[str, Any]]
     failed: list[tuple[Any, ...]]  # (child, fan-out step, version, failed step, vertex)
-    cancelled: list[tuple[Any, ...]]  # (execution, fan-out step, version, level below the parent)
+    # (execution, fan-out step of the parent's, version, level below the parent, its own
+    # fan-out step, its item index)
+    cancelled: list[tuple[Any, ...]]
 
     def children(self) -> list[tuple[Any, ...]]:
         return [row for row in self.cancelled if row[3] == 1]
@@ -179,9 +183,10 @@ def retry_children(cursor: Any, parent: uuid.UUID, *, spawner: str | None, messa
     table = _table(budgets)
     deeper = [row for row in plan.cancelled if row[3] > 1]
     for level in sorted({row[3] for row in deeper}, reverse=True):  # deepest first (lock order)
-        moved = state.rerun_cancelled_steps(cursor, [row[0] for row in deeper if row[3] == level],
-                                            budgets=table, message=message)
+        rows = [row for row in deeper if row[3] == level]
+        moved = state.rerun_cancelled_steps(cursor, [row[0] for row in rows], budgets=table, message=message)
         state.rerun_cancelled_executions(cursor, sorted({row["execution_id"] for row in moved}), message=message)
+        state.rewind_release(cursor, _held_lowest(rows, moved))
     # The children: their steps, then them (whose counters re-open the merge and the parent).
     failed_steps = state.retry_failed_steps(cursor, [row[3] for row in plan.failed],
                                             budgets=[budgets.get((row[2], row[4]), 1) for row in plan.failed],
@@ -193,11 +198,23 @@ def retry_children(cursor: Any, parent: uuid.UUID, *, spawner: str | None, messa
     with state.fanout_counts_last(cursor):  # the counters move once, for both: no verdict in between
         failed = state.retry_executions(cursor, failed_ids, message=message)
         cancelled = state.rerun_cancelled_executions(cursor, cancelled_ids, message=message)
+    state.rewind_release(cursor, _held_lowest(plan.children(), cancelled_steps))
     fanout_of = {row[0]: row[1] for row in [*plan.failed, *plan.children()]}
     never_started = _reopen_spawners(cursor, plan, {fanout_of[i] for i in [*failed_ids, *cancelled_ids]},
                                      budgets, message)
     retention.require_payloads(cursor, [parent, *failed_ids, *cancelled_ids])  # S19: never run without input
     return Counts(failed, cancelled, never_started)
+
+
+def _held_lowest(rows: list[tuple[Any, ...]], moved: list[dict[str, Any]]) -> dict[int, int]:
+    """Per own fan-out, the lowest item index of the re-run executions whose first step
+    stayed held (maxConcurrency)."""
+    held = {row["execution_id"] for row in moved if row["held"]}
+    lowest: dict[int, int] = {}
+    for row in rows:
+        if row[0] in held:
+            lowest[row[4]] = min(lowest.get(row[4], row[5]), row[5])
+    return lowest
 
 
 def _reopen_spawners(cursor: Any, plan: _Plan, fanouts: set[int], budgets: dict[tuple[int, str], int],

@@ -560,13 +560,42 @@ def rerun_cancelled_steps(cursor: Any, execution_ids: Sequence[Any], *, budgets:
                           message: str) -> list[dict[str, Any]]:
     """S28: the CANCELLED steps of executions that the failFast policy cancelled (never an
     operator's cancel) → READY now, a new round as for a failed step. ``budgets`` is the
-    retry budget per (version ids, vertices, budgets)."""
+    retry budget per (version ids, vertices, budgets). A first step that was held for a slot
+    of its fan-out's maxConcurrency (never released) stays held — it takes no slot; see
+    ``rewind_release`` — and is returned with ``held`` true."""
     if not execution_ids:
         return []
     versions_, vertices_, budgets_ = budgets
-    source = _Source(_FAIL_FAST_CANCELLED_STEPS, {"executions": list(execution_ids), "versions": versions_,
-                                                  "vertices": vertices_, "budgets": budgets_}, ("budget",))
-    return _move_steps(cursor, S.READY, source, from_=[S.CANCELLED], sets=_NEW_ROUND, message=message)
+    source = _Source(_FAIL_FAST_CANCELLED_STEPS, {
+        "executions": list(execution_ids), "versions": versions_, "vertices": vertices_, "budgets": budgets_,
+        "held_until": records.HELD_UNTIL, "held_reason": records.HELD_REASON}, ("budget",))
+    held = "s.due_at = %(held_until)s::timestamptz"
+    return _move_steps(cursor, S.READY, source, from_=[S.CANCELLED], sets={
+        **_NEW_ROUND, "due_at": f"CASE WHEN {held} THEN s.due_at ELSE now() END",
+        "wait_reason": f"CASE WHEN {held} THEN %(held_reason)s ELSE '' END"},
+        returning=("s.due_at = %(held_until)s::timestamptz AS held",), message=message)
+
+
+# maxConcurrency: held children re-run below a fan-out's release cursor move it back to them.
+_REWIND_RELEASE = """
+    UPDATE executions_fanout f SET release_cursor = least(f.release_cursor, r.lo)
+    FROM unnest(%(ids)s::bigint[], %(los)s::int[]) AS r(step_id, lo)
+    WHERE f.step_id = r.step_id AND f.max_concurrency IS NOT NULL
+    RETURNING f.step_id, f.execution_id, f.spawner_vertex, f.free_slots, f.release_cursor
+"""
+
+
+def rewind_release(cursor: Any, lowest: dict[int, int]) -> None:
+    """S28, maxConcurrency: children re-run with their first step held (``lowest``: fan-out
+    step id → the lowest item index among them) are released in item order like any held
+    child — the fan-out's release cursor moves back to them (every held child's index stays
+    at or above it) — and at once while the fan-out has free slots. Call it after the
+    children's own transition, which has locked the fan-out rows (lock order)."""
+    if not lowest:
+        return
+    keys = sorted(lowest)
+    fanouts = _fetch(cursor, _REWIND_RELEASE, {"ids": keys, "los": [lowest[k] for k in keys]})
+    _release_held(cursor, [f for f in fanouts if f["free_slots"] > 0])
 
 
 # Spawner steps that a failFast stop ended early: SUCCEEDED with items left to spawn.

@@ -16,6 +16,7 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
+from executions import records, services
 from executions.models import Execution, FanOutItem, Step
 from tests.support import handlers, helpers
 from tests.support.clients import api, ok, problem, text
@@ -264,3 +265,30 @@ def test_nested_fan_outs_that_fail_fast_cancelled_are_re_run_whole(workspace: An
     assert helpers.refresh(top).status == "SUCCEEDED"
     assert set(Execution.objects.filter(root=top).values_list("status", flat=True)) == {"SUCCEEDED"}
     assert Execution.objects.filter(root=top, depth=2).count() == 40, "one leaf per item, no duplicates"
+
+
+def test_held_children_that_fail_fast_cancelled_stay_held_when_re_run(workspace: Any) -> None:
+    """maxConcurrency: a child whose first step was still held for a slot when failFast
+    cancelled it is re-run held, and released in item order as slots free — a retry does
+    not let every cancelled child run at once."""
+    handlers.set_flaky(True)
+    helpers.publish(workspace, "child", CHILD)
+    doc = helpers.fanout_doc(merge_config={"failFast": True})
+    doc["vertices"]["fan"]["maxConcurrency"] = 4
+    helpers.publish(workspace, "parent", doc)
+    parent = helpers.start(workspace, "parent", {"items": [{"i": i, "fail": i < 2, "slow": i >= 2}
+                                                           for i in range(40)]})
+    helpers.run_engine()
+    assert helpers.refresh(parent).status == "FAILED"
+    held = Step.objects.filter(execution__parent=parent, due_at=records.HELD_UNTIL)
+    assert held.count() > 20, "most children were still waiting for a slot when failFast cancelled them"
+    assert set(held.values_list("status", flat=True)) == {"CANCELLED"}
+    still_held = held.count()
+    handlers.set_flaky(False)
+    counts = services.retry_failed_children(parent, actor="op")
+    assert counts.retried == 40 - helpers.child_counts(parent).get("SUCCEEDED", 0)
+    assert held.filter(status="READY", wait_reason=records.HELD_REASON).count() == still_held, \
+        "re-run held, not all due at once"
+    _run_until_quiet()
+    assert helpers.refresh(parent).status == "SUCCEEDED"
+    assert helpers.child_counts(parent) == {"SUCCEEDED": 40}
