@@ -35,6 +35,14 @@ class StepStatus(models.TextChoices):
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
+class CancelCause(models.TextChoices):
+    """Why a CANCELLED execution was cancelled (S28): an operator's cancel stays cancelled;
+    a child the failFast policy cancelled is re-run when its parent's failed children are."""
+
+    OPERATOR = "operator"  # a cancel of it or of an ancestor (API, UI, command), or any other cancel
+    FAIL_FAST = "failFast"  # swept by a failFast merge that failed (fanout.py), at any depth under it
+
+
 class Execution(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Foreign keys carry no index of their own where a composite index below leads with
@@ -49,6 +57,8 @@ class Execution(models.Model):
     status = models.CharField(max_length=16, choices=ExecutionStatus.choices, db_default=ExecutionStatus.PENDING)
     attempt = models.PositiveIntegerField(default=1)
     error = models.TextField(blank=True, default="")
+    # Set with CANCELLED (state.cancel_executions), cleared when a re-run moves it out; "" otherwise.
+    cancel_cause = models.CharField(max_length=16, choices=CancelCause.choices, blank=True, db_default="")
     # The vertex whose step output is this execution's output (set when it succeeds).
     output_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not ended yet
 

@@ -23,6 +23,7 @@ import uuid
 from django.db import connection, transaction
 
 from executions.core import state
+from executions.models import CancelCause
 from executions.platform import transient
 
 SWEEP_BATCH = 5000
@@ -41,20 +42,24 @@ OPEN_DESCENDANTS = """
 """
 
 
-def cancel_descendants(root: uuid.UUID, *, message: str, spawner: str | None = None) -> int:
+def cancel_descendants(root: uuid.UUID, *, message: str, spawner: str | None = None,
+                       cause: str = CancelCause.OPERATOR) -> int:
     """Cancel every unfinished execution under ``root`` (children of ``spawner`` only, if
-    given, and everything under them); returns how many were cancelled."""
+    given, and everything under them); returns how many were cancelled. Each records
+    ``cause``: the failFast policy's cancels are re-run by a retry of the failed children
+    (S28), an operator's are not."""
     cancelled = 0
     while True:
-        found, moved = transient.retrying(lambda: _sweep(root, message, spawner))
+        found, moved = transient.retrying(lambda: _sweep(root, message, spawner, cause))
         cancelled += moved
         if not found:
             return cancelled
 
 
-def _sweep(root: uuid.UUID, message: str, spawner: str | None) -> tuple[int, int]:
+def _sweep(root: uuid.UUID, message: str, spawner: str | None, cause: str) -> tuple[int, int]:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(OPEN_DESCENDANTS, {"root": root, "spawner": spawner, "limit": SWEEP_BATCH})
         ids = [row[0] for row in cursor.fetchall()]
         state.cancel_open_steps(cursor, ids, message=f"{message} (cascade)")
-        return len(ids), state.cancel_executions(cursor, ids, message=f"{message} (cascade from {root})")
+        return len(ids), state.cancel_executions(cursor, ids, message=f"{message} (cascade from {root})",
+                                                 cause=cause)

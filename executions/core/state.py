@@ -41,7 +41,7 @@ from typing import Any
 
 from executions.core import records
 from executions.core.merge_rule import FANOUT_DECIDED
-from executions.models import ExecutionStatus, StepStatus
+from executions.models import CancelCause, ExecutionStatus, StepStatus
 from executions.platform import metrics, notify
 
 E, S = ExecutionStatus, StepStatus
@@ -51,8 +51,10 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.READY, S.WAITING, S.CANCELLED}),
     S.WAITING: frozenset({S.READY, S.CANCELLED}),
     S.FAILED: frozenset({S.READY, S.WAITING}),  # operator retry; merge re-opened by redrive
-    S.SUCCEEDED: frozenset(),
-    S.CANCELLED: frozenset(),
+    # S28, only through rerun_cancelled_steps / reopen_stopped_spawners: a step the failFast
+    # policy cancelled is re-run; a spawner that failFast stopped early spawns the rest.
+    S.SUCCEEDED: frozenset({S.READY}),
+    S.CANCELLED: frozenset({S.READY}),
 }
 
 EXECUTION_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -61,7 +63,7 @@ EXECUTION_TRANSITIONS: dict[str, frozenset[str]] = {
     E.RUNNING: frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED}),
     E.FAILED: frozenset({E.PENDING, E.RUNNING}),  # operator retry; redrive of a parent
     E.SUCCEEDED: frozenset(),
-    E.CANCELLED: frozenset(),
+    E.CANCELLED: frozenset({E.PENDING}),  # S28: only a child the failFast policy cancelled (rerun_cancelled_executions)
 }
 
 
@@ -530,13 +532,91 @@ def cancel_open_steps(cursor: Any, execution_ids: Sequence[Any], *, message: str
                            message=message))
 
 
+# A new round (S16): attempt + 1 and ``budget`` more attempts, due now.
+_NEW_ROUND = {"attempt": "s.attempt + 1", "max_attempts": "s.attempt + src.budget", "due_at": "now()",
+              "wait_reason": "''", "error": "''"}
+
+
 def retry_failed_steps(cursor: Any, step_ids: Sequence[int], *, budgets: Sequence[int],
                        message: str) -> list[dict[str, Any]]:
     """FAILED → READY now (an operator retry): attempt + 1 and ``budget`` more attempts."""
     source = _rows({"budget": ("int", budgets)}, id_values=step_ids)
-    return _move_steps(cursor, S.READY, source, from_=[S.FAILED], sets={
-        "attempt": "s.attempt + 1", "max_attempts": "s.attempt + src.budget", "due_at": "now()",
-        "wait_reason": "''", "error": "''"}, message=message)
+    return _move_steps(cursor, S.READY, source, from_=[S.FAILED], sets=_NEW_ROUND, message=message)
+
+
+# The CANCELLED steps of executions the failFast policy cancelled (S28), with the retry budget
+# of each step's vertex (``budgets``: version id, vertex, budget; 1 where none is given).
+_FAIL_FAST_CANCELLED_STEPS = """
+    SELECT s.id, coalesce(b.budget, 1) AS budget
+    FROM executions_execution e
+    JOIN executions_step s ON s.execution_id = e.id AND s.status = 'CANCELLED'
+    LEFT JOIN unnest(%(versions)s::bigint[], %(vertices)s::varchar[], %(budgets)s::int[])
+         AS b(version_id, vertex, budget)
+      ON b.version_id = e.version_id AND b.vertex = s.vertex
+    WHERE e.id = ANY(%(executions)s::uuid[]) AND e.status = 'CANCELLED' AND e.cancel_cause = 'failFast'
+"""
+
+
+def rerun_cancelled_steps(cursor: Any, execution_ids: Sequence[Any], *, budgets: tuple[list[int], list[str], list[int]],
+                          message: str) -> list[dict[str, Any]]:
+    """S28: the CANCELLED steps of executions that the failFast policy cancelled (never an
+    operator's cancel) → READY now, a new round as for a failed step. ``budgets`` is the
+    retry budget per (version ids, vertices, budgets). A first step that was held for a slot
+    of its fan-out's maxConcurrency (never released) stays held — it takes no slot; see
+    ``rewind_release`` — and is returned with ``held`` true."""
+    if not execution_ids:
+        return []
+    versions_, vertices_, budgets_ = budgets
+    source = _Source(_FAIL_FAST_CANCELLED_STEPS, {
+        "executions": list(execution_ids), "versions": versions_, "vertices": vertices_, "budgets": budgets_,
+        "held_until": records.HELD_UNTIL, "held_reason": records.HELD_REASON}, ("budget",))
+    held = "s.due_at = %(held_until)s::timestamptz"
+    return _move_steps(cursor, S.READY, source, from_=[S.CANCELLED], sets={
+        **_NEW_ROUND, "due_at": f"CASE WHEN {held} THEN s.due_at ELSE now() END",
+        "wait_reason": f"CASE WHEN {held} THEN %(held_reason)s ELSE '' END"},
+        returning=("s.due_at = %(held_until)s::timestamptz AS held",), message=message)
+
+
+# maxConcurrency: held children re-run below a fan-out's release cursor move it back to them.
+_REWIND_RELEASE = """
+    UPDATE executions_fanout f SET release_cursor = least(f.release_cursor, r.lo)
+    FROM unnest(%(ids)s::bigint[], %(los)s::int[]) AS r(step_id, lo)
+    WHERE f.step_id = r.step_id AND f.max_concurrency IS NOT NULL
+    RETURNING f.step_id, f.execution_id, f.spawner_vertex, f.free_slots, f.release_cursor
+"""
+
+
+def rewind_release(cursor: Any, lowest: dict[int, int]) -> None:
+    """S28, maxConcurrency: children re-run with their first step held (``lowest``: fan-out
+    step id → the lowest item index among them) are released in item order like any held
+    child — the fan-out's release cursor moves back to them (every held child's index stays
+    at or above it) — and at once while the fan-out has free slots. Call it after the
+    children's own transition, which has locked the fan-out rows (lock order)."""
+    if not lowest:
+        return
+    keys = sorted(lowest)
+    fanouts = _fetch(cursor, _REWIND_RELEASE, {"ids": keys, "los": [lowest[k] for k in keys]})
+    _release_held(cursor, [f for f in fanouts if f["free_slots"] > 0])
+
+
+# Spawner steps that a failFast stop ended early: SUCCEEDED with items left to spawn.
+_STOPPED_SPAWNERS = """
+    SELECT s.id, b.budget FROM unnest(%(steps)s::bigint[], %(budgets)s::int[]) AS b(id, budget)
+    JOIN executions_step s ON s.id = b.id AND s.status = 'SUCCEEDED'
+    JOIN executions_fanout f ON f.step_id = s.id AND NOT f.spawn_complete AND f.cursor < f.total
+"""
+
+
+def reopen_stopped_spawners(cursor: Any, step_ids: Sequence[int], *, budgets: Sequence[int],
+                            message: str) -> list[dict[str, Any]]:
+    """S28: SUCCEEDED → READY now for spawner steps that a failFast merge stopped before
+    they had spawned every item (a new round); they resume at their cursor. A spawner step
+    that is not SUCCEEDED is not selected, so not locked: a spawner still running sees the
+    re-opened fan-out at its next batch (fanout.py)."""
+    if not step_ids:
+        return []
+    source = _Source(_STOPPED_SPAWNERS, {"steps": list(step_ids), "budgets": list(budgets)}, ("budget",))
+    return _move_steps(cursor, S.READY, source, from_=[S.SUCCEEDED], sets=_NEW_ROUND, message=message)
 
 
 # --- named transitions: executions ---------------------------------------------------------------
@@ -573,11 +653,34 @@ def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequen
                          from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": _STARTED_AT})
 
 
-def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
-    """Unfinished executions → CANCELLED; returns how many moved."""
+def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
+                      cause: str = CancelCause.OPERATOR) -> int:
+    """Unfinished executions → CANCELLED, recording ``cause`` (models.CancelCause); returns
+    how many moved."""
     if not execution_ids:
         return 0
-    return len(_move_executions(cursor, E.CANCELLED, _ids(execution_ids, "uuid"), message=message))
+    source = _ids(execution_ids, "uuid")
+    return len(_move_executions(cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause)}),
+                                sets={"cancel_cause": "%(cause)s"}, message=message))
+
+
+# Executions the failFast policy cancelled, among some ids (S28); an operator's cancel is not.
+_FAIL_FAST_CANCELLED = """
+    SELECT e.id FROM executions_execution e
+    WHERE e.id = ANY(%(src_ids)s::uuid[]) AND e.cancel_cause = 'failFast'
+"""
+
+
+def rerun_cancelled_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+    """S28: CANCELLED → PENDING for executions that the failFast policy cancelled (same id,
+    same key, attempt + 1); their fan-out counts move as for a failed child that is retried,
+    re-opening the merge and the parent (redrive). Returns how many moved."""
+    if not execution_ids:
+        return 0
+    return len(_move_executions(cursor, E.PENDING, _Source(_FAIL_FAST_CANCELLED, {"src_ids": list(execution_ids)}),
+                                from_=[E.CANCELLED],
+                                sets={"attempt": "s.attempt + 1", "error": "''", "cancel_cause": "''"},
+                                message=message))
 
 
 def retry_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:

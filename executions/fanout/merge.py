@@ -19,6 +19,7 @@ from executions.core.outcomes import NO_OUTPUT, Outcome, committed, failed, sign
 from executions.core.runs import StepRun
 from executions.fanout.spawn import fanout_row
 from executions.handlers import NonRetryable
+from executions.models import CancelCause
 from workflows.dsl import ast
 
 LOCK_FANOUT = """
@@ -40,7 +41,7 @@ def _stop_children_on_failfast(step: StepRun, vertex: ast.Merge) -> None:
         spawner_row = cursor.fetchone()
         fan = fanout_row(cursor, spawner_row[0]) if spawner_row else None
     if fan and fan["fail_fast"] and fan["exceeded"] and not fan["finished"]:
-        cancel.cancel_descendants(step.execution.id, spawner=vertex.spawner,
+        cancel.cancel_descendants(step.execution.id, spawner=vertex.spawner, cause=CancelCause.FAIL_FAST,
                                   message=f"cancelled: failFast merge '{vertex.id}' failed")
 
 

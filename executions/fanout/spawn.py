@@ -24,11 +24,12 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection
 
-from executions.core import payloads, quotas, records, retry, state, versions
+from executions.core import cancel, payloads, quotas, records, retry, state, versions
 from executions.core.merge_rule import VERDICTS, allowed_failures
-from executions.core.outcomes import Outcome, succeeded, wait
+from executions.core.outcomes import Outcome, committed, succeeded, wait
 from executions.core.runs import StepRun
 from executions.handlers import NonRetryable
+from executions.models import CancelCause
 from executions.platform import metrics
 from workflows import sudo
 from workflows.dsl import ast
@@ -179,23 +180,52 @@ def spawn(step: StepRun) -> Outcome:
         hi = min(cursor_at + batch_size, fan["total"])
         with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], fanout_row(tx.cursor, step.step_id))
-            if fan["fail_fast"] and fan["exceeded"]:
-                # S18: the merge has failed already; children not yet created never will be
+            stopping = fan["fail_fast"] and fan["exceeded"]
+            if not stopping:
+                inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
                 tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
-                                               "hi": fan["total"] * vertex.items_per_child})
-                break
-            inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
-            tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
-                                           "hi": hi * vertex.items_per_child})
-            tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
-            metrics.children_created(inserted)
+                                               "hi": hi * vertex.items_per_child})
+                tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
+                metrics.children_created(inserted)
+        if stopping:
+            if _stop_for_fail_fast(step, vertex, cursor_at):
+                # A merge that failed while this spawner ran (a re-opened one, S28) swept the
+                # children before this spawner's last batch: those are cancelled here (S18).
+                cancel.cancel_descendants(step.execution.id, spawner=vertex.id, cause=CancelCause.FAIL_FAST,
+                                          message=f"cancelled: failFast stopped spawner '{vertex.id}'")
+                return committed()
+            continue  # a retry of the failed children re-opened the fan-out meanwhile (S28)
         created += inserted
         cursor_at = hi
-    if cursor_at < fan["total"]:
-        return succeeded({"children": cursor_at, "created": created, "relinked": cursor_at - walked_from - created,
-                          "stopped": f"failFast: the merge failed after {cursor_at:,} of {fan['total']:,} items"})
     # Items walked this run that already had a child (a redelivery) were re-linked, not re-created.
     return succeeded({"children": fan["total"], "created": created, "relinked": fan["total"] - walked_from - created})
+
+
+def _stop_for_fail_fast(step: StepRun, vertex: ast.Spawner, cursor_at: int) -> bool:
+    """S18: the failFast merge has failed, so the children not yet created never will be —
+    unless a retry of the failed children re-opens the fan-out (S28). Decided under the
+    fan-out row's lock (taken before the step's, as the lock order wants), and the step ends
+    SUCCEEDED in the same transaction: a retry, which holds that lock while it re-runs the
+    children, either finds the spawner stopped (and re-opens it) or has re-opened the
+    fan-out before the spawner looks (which then spawns on). Returns whether it stopped.
+
+    The step stores no output here, and the stop is said in its events instead: an output
+    payload would take a payload-usage shard row after the fan-out row, where children's
+    commits take them in the other order (seen: a deadlock)."""
+    with step.transaction(prelock=(LOCK_OWN_FANOUT, {"step": step.step_id})) as tx:
+        fan = cast(dict[str, Any], fanout_row(tx.cursor, step.step_id))
+        if not (fan["fail_fast"] and fan["exceeded"]):
+            return False
+        # The items left go; a re-opened spawner explodes them again from the stored list.
+        tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
+                                       "hi": fan["total"] * vertex.items_per_child})
+        state.note(tx.cursor, [(step.execution.id, step.step_id, vertex.id, step.attempt,
+                                f"{STOPPED}: the merge failed after {cursor_at:,} of {fan['total']:,} items")])
+        tx.finish(succeeded())
+    return True
+
+
+STOPPED = "failFast stopped spawning"
 
 
 SLICE = "spawn_slice"  # step state: where this run began and what it created, across hand-overs

@@ -22,7 +22,8 @@ from django.db import OperationalError, connection, transaction
 
 from executions import selectors
 from executions.core import cancel, payloads, retention, retry, starts, state, versions
-from executions.models import Execution, ExecutionStatus, Step, StepStatus
+from executions.fanout import recovery
+from executions.models import Execution, ExecutionStatus, FanOut, Step, StepStatus
 from executions.platform import notify, transient
 from executions.services import uploads
 from workflows import sudo
@@ -126,30 +127,6 @@ def cancel_open_children(execution: Execution, *, actor: str = "",
 
 # --- retry --------------------------------------------------------------------------------------
 
-# Failed children of a parent with their failed step, and the retry budget of that step's vertex.
-FAILED_CHILD_STEPS = """
-    SELECT s.id, coalesce(b.budget, 1) AS budget
-    FROM executions_execution c
-    JOIN executions_step s ON s.execution_id = c.id AND s.status = 'FAILED'
-    LEFT JOIN unnest(%(versions)s::bigint[], %(vertices)s::varchar[], %(budgets)s::int[])
-         AS b(version_id, vertex, budget)
-      ON b.version_id = c.version_id AND b.vertex = s.vertex
-    WHERE c.parent_id = %(parent)s AND c.status = 'FAILED'
-      AND (%(spawner)s::varchar IS NULL OR c.spawn_vertex = %(spawner)s)
-    ORDER BY s.id
-"""
-
-
-def _budgets(cursor: Any, version_ids: list[int]) -> tuple[list[int], list[str], list[int]]:
-    version_ids_, vertices_, budgets = [], [], []
-    for vid, loaded in versions.load_versions(cursor, version_ids).items():
-        for vertex in loaded.workflow.vertices.values():
-            version_ids_.append(vid)
-            vertices_.append(vertex.id)
-            budgets.append(retry.max_attempts(vertex))
-    return version_ids_, vertices_, budgets
-
-
 def _check_retryable(execution: Execution) -> None:
     if execution.status != E.FAILED:
         raise Conflict(f"only a FAILED execution can be retried; this one is {execution.status}")
@@ -198,16 +175,32 @@ def _input_text(value: Any) -> str:
 def retry_step(execution: Execution, vertex: str, *, actor: str = "",
                system_actor: sudo.VerifiedActor | None = None) -> Step:
     """Retry one failed step (e.g. a spawner that failed: it re-links existing children and
-    creates only never-started ones)."""
+    creates only never-started ones). A SPAWNER step whose failFast MERGE failed — a failFast
+    stop leaves it SUCCEEDED — is retried as its fan-out's failed children are (S28,
+    ``retry_failed_children``): its failed and failFast-cancelled children re-run and the
+    spawner spawns the items it never started."""
     _guard(execution, system_actor, "retrying executions of")
     execution = Execution.objects.get(pk=execution.pk)
     step = Step.objects.filter(execution=execution, vertex=vertex).first()
     if step is None:
         raise NotFound(f"execution has no step '{vertex}'")
+    if step.status != S.FAILED and _merge_failed(execution, step):
+        _check_retryable(execution)
+        counts = _retry_children(execution, vertex, actor, "retry spawner step")
+        if not counts.retried:
+            raise Conflict(f"step '{vertex}' is {step.status} and its merge failed, but none of its children can "
+                           "be re-run (failed on a FAIL vertex, a bad item, or cancelled by an operator)")
+        return Step.objects.get(pk=step.pk)
     if step.status != S.FAILED:
         raise Conflict(f"step '{vertex}' is {step.status}; only a FAILED step can be retried")
     _check_retryable(execution)
     return _retry_steps(execution, [step], actor)[0]
+
+
+def _merge_failed(execution: Execution, step: Step) -> bool:
+    """Whether ``step`` is a SPAWNER whose fan-out's failFast MERGE step has FAILED."""
+    merge = FanOut.objects.filter(step=step, fail_fast=True).values_list("merge_vertex", flat=True).first()
+    return bool(merge) and Step.objects.filter(execution=execution, vertex=merge, status=S.FAILED).exists()
 
 
 def _retry_steps(execution: Execution, steps: list[Step], actor: str, *, input: str | None = None) -> list[Step]:
@@ -237,9 +230,11 @@ def _replace_input(cursor: Any, execution: Execution, step: Step, text: str, act
 
 
 def retry_failed_children(parent: Execution, *, spawner: str | None = None, actor: str = "",
-                          system_actor: sudo.VerifiedActor | None = None) -> int:
-    """Retry every FAILED child of ``parent`` (of one spawner, if given) in one transaction;
-    returns how many. Children that failed on a FAIL vertex are not retried."""
+                          system_actor: sudo.VerifiedActor | None = None) -> recovery.Counts:
+    """Retry every FAILED child of ``parent`` (of one spawner, if given) in one transaction,
+    and — where the fan-out's failFast merge failed — the children failFast cancelled and the
+    items its spawner never started (S28, executions/fanout/recovery.py); returns what it re-runs.
+    Children that failed on a FAIL vertex, and children an operator cancelled, are not."""
     _guard(parent, system_actor, "retrying executions of")
     parent = Execution.objects.get(pk=parent.pk)
     if parent.status == E.CANCELLED:
@@ -247,25 +242,23 @@ def retry_failed_children(parent: Execution, *, spawner: str | None = None, acto
     cancelled = selectors.executions.cancelled_ancestor(parent.pk)
     if cancelled is not None:
         raise Conflict(f"its ancestor {cancelled} was cancelled")
-    message = f"retried by {actor} (retry all failed)" if actor else "retried (retry all failed)"
+    return _retry_children(parent, spawner, actor, "retry all failed")
+
+
+def _retry_children(parent: Execution, spawner: str | None, actor: str, action: str) -> recovery.Counts:
+    message = f"retried by {actor} ({action})" if actor else f"retried ({action})"
     with transaction.atomic(), connection.cursor() as cursor:
-        version_ids = list(Execution.objects.filter(parent=parent, status=E.FAILED)
-                           .values_list("version_id", flat=True).distinct())
-        if not version_ids:
-            return 0
-        version_list, vertices_, budgets = _budgets(cursor, version_ids)
-        cursor.execute(FAILED_CHILD_STEPS, {"parent": parent.pk, "spawner": spawner, "versions": version_list,
-                                            "vertices": vertices_, "budgets": budgets})
-        failed_steps = cursor.fetchall()
-        moved = state.retry_failed_steps(cursor, [row[0] for row in failed_steps],
-                                         budgets=[row[1] for row in failed_steps], message=message)
-        if not moved:
-            return 0
-        retried = sorted({row["execution_id"] for row in moved})
-        children = state.retry_executions(cursor, retried, message=message)
-        retention.require_payloads(cursor, retried)  # S19: never run with a purged input
-        notify.work_created(cursor)
-        return children
+        counts = recovery.retry_children(cursor, parent.pk, spawner=spawner, message=message)
+        if counts.retried:
+            notify.work_created(cursor)
+    return counts
+
+
+def retry_failed_preview(parent: Execution, *, spawner: str | None = None) -> recovery.Counts:
+    """What ``retry_failed_children`` (and retrying the spawner step of a failed merge)
+    would re-run and spawn now; nothing is changed."""
+    with connection.cursor() as cursor:
+        return recovery.preview(cursor, parent.pk, spawner=spawner)
 
 
 def get_execution(workspace: Workspace, execution_id: Any) -> Execution:

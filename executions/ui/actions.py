@@ -75,11 +75,12 @@ def retry_failed_children(request: UiRequest, execution_id: uuid.UUID, spawner: 
     with audited(principal, "execution.retry-failed-children", target=str(execution_id), detail=detail):
         principal.require(Role.OPERATOR, "retry children")
         execution = services.get_execution(principal.workspace, execution_id)
-        detail["retried"] = retried = services.retry_failed_children(execution, spawner=spawner,
-                                                                     actor=principal.label)
-    message = f"Retried {retried:,} failed children of '{spawner}'." if retried else \
-        f"No failed children of '{spawner}' to retry."
-    return done(request, message, back=_back(execution_id))
+        counts = services.retry_failed_children(execution, spawner=spawner, actor=principal.label)
+        detail["retried"] = counts.retried
+        if counts.cancelled_by_fail_fast or counts.never_started:
+            detail["cancelled_by_fail_fast"] = counts.cancelled_by_fail_fast
+            detail["never_started"] = counts.never_started
+    return done(request, present.retried(counts, spawner), back=_back(execution_id))
 
 
 @require_POST

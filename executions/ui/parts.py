@@ -16,9 +16,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions import selectors
+from executions.fanout import recovery
 from executions.models import Event, Execution, Step, StepStatus
 from executions.selectors.destinations import Slots
 from executions.selectors.fanouts import FanOutView, Tail
+from executions.services import lifecycle as services
 from executions.ui import access, present
 from executions.ui.access import UiRequest
 from executions.ui.responses import Fragment, Poll, render_fragment
@@ -75,6 +77,7 @@ class StepRow:
     retryable: bool
     display_status: str = ""  # WAITING for a READY step deferred to a due time (S7)
     next_check: datetime | None = None
+    confirm: str = ""  # the retry's confirmation, when it says more than "Retry step …?"
 
 
 def steps(request: UiRequest, execution: Execution) -> Fragment:
@@ -86,10 +89,12 @@ def steps(request: UiRequest, execution: Execution) -> Fragment:
     vertices = (execution.version.dsl or {}).get("vertices", {})
     slots = selectors.destinations.slots(sorted({s.destination_id for s in rows
                                                  if s.destination_id and _may_wait_for_slot(s)}))
+    step_rows = [_step_row(s, vertices.get(s.vertex, {}).get("type", ""), by_step[s.pk], slots, execution)
+                 for s in rows]
+    _spawners_of_failed_merges(execution, vertices, step_rows)
     context = {
         "e": execution,
-        "rows": [_step_row(s, vertices.get(s.vertex, {}).get("type", ""), by_step[s.pk], slots, execution)
-                 for s in rows],
+        "rows": step_rows,
         "execution_events": by_step[None],
         "events_truncated": len(shown) >= EVENTS_SHOWN,
         "events_shown": EVENTS_SHOWN,
@@ -97,6 +102,23 @@ def steps(request: UiRequest, execution: Execution) -> Fragment:
     }
     poll = Poll("execution-steps", _url("execution-steps", execution.pk), live=not execution.is_terminal)
     return render_fragment(request, "ui/execution/_steps.html", context, poll)
+
+
+def _spawners_of_failed_merges(execution: Execution, vertices: dict[str, Any], rows: list[StepRow]) -> None:
+    """S28: a SPAWNER step whose failFast MERGE failed can be retried (its failed and failFast-cancelled
+    children re-run, its never-started items spawned) although it SUCCEEDED; its button says
+    how many before the operator confirms."""
+    if execution.status != "FAILED":
+        return
+    status = {row.step.vertex: row.step.status for row in rows}
+    merged = {v.get("spawner"): status.get(vid) for vid, v in vertices.items()
+              if v.get("type") == "MERGE" and (v.get("config") or {}).get("failFast")}
+    for row in rows:
+        if row.kind == "SPAWNER" and row.step.status != StepStatus.FAILED and \
+                merged.get(row.step.vertex) == StepStatus.FAILED:
+            counts = services.retry_failed_preview(execution, spawner=row.step.vertex)
+            row.retryable = counts.retried > 0
+            row.confirm = present.retry_confirm(counts, row.step.vertex)
 
 
 def _may_wait_for_slot(step: Step) -> bool:
@@ -139,6 +161,13 @@ SEGMENTS = (("succeeded", "SUCCEEDED"), ("failed", "FAILED"), ("cancelled", "CAN
 def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, merge: Step | None) -> Fragment:
     total = view.total or 1
     counts = view.counts()
+    # What "Retry all failed" re-runs. S28's extra (the children failFast cancelled, the items
+    # never started) exists only once the merge failed, so the parent is FAILED and the panel
+    # no longer polls: only then is it counted; while it runs, the O(1) counter says it.
+    if execution.status == "FAILED" and (view.failed or view.cancelled):
+        rerun = services.retry_failed_preview(execution, spawner=view.spawner_vertex)
+    else:
+        rerun = recovery.Counts(failed=view.failed)
     context = {
         "e": execution,
         "f": view,
@@ -147,6 +176,8 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "counts": [(css, status, present.count(counts[status])) for css, status in SEGMENTS],
         "percent": f"{view.percent:.1f}",
         "total": present.count(view.total), "failed": present.count(view.failed),
+        "rerun": present.count(rerun.retried), "rerun_confirm": present.retry_confirm(rerun, view.spawner_vertex),
+        "can_rerun": rerun.retried > 0,
         "open": counts["PENDING"] + counts["RUNNING"],
         "created": present.count(view.created),
         "verdict": verdict(view),

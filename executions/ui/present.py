@@ -7,9 +7,12 @@ needs no template library registered in settings.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from executions.fanout.recovery import Counts
 
 
 def duration(seconds: float | None) -> str:
@@ -74,3 +77,33 @@ def snippet(text: str | None, limit: int = 160) -> str:
 def ratio_percent(ratio: float) -> str:
     """0.05 → ``5%``; 0.025 → ``2.5%``."""
     return f"{ratio * 100:.4g}%"
+
+
+def _children(n: int) -> str:
+    return f"{n:,} child" if n == 1 else f"{n:,} children"
+
+
+def rerun_summary(counts: Counts) -> str:
+    """What a retry of failed children re-runs, e.g. "32 failed children and 73 children
+    failFast cancelled, and spawns 200 items never started" (S28)."""
+    parts = [f"{_children(counts.failed)} that failed"] if counts.failed else []
+    if counts.cancelled_by_fail_fast:
+        parts.append(f"{_children(counts.cancelled_by_fail_fast)} that failFast cancelled")
+    text = " and ".join(parts) or "no children"
+    if counts.never_started:
+        started = "item" if counts.never_started == 1 else "items"
+        text += f", and spawns the {counts.never_started:,} {started} never started"
+    return text
+
+
+def retry_confirm(counts: Counts, spawner: str) -> str:
+    """The confirmation an operator answers before a retry of the failed children of ``spawner``."""
+    return (f"Retry the failed children of '{spawner}'? This re-runs {rerun_summary(counts)} — each once, "
+            "with the same id and key and a new attempt; children an operator cancelled stay cancelled.")
+
+
+def retried(counts: Counts, spawner: str) -> str:
+    """The message after a retry of the failed children of ``spawner``."""
+    if not counts.retried:
+        return f"No failed children of '{spawner}' to retry."
+    return f"Retried {counts.retried:,} children of '{spawner}': re-runs {rerun_summary(counts)}."

@@ -32,6 +32,11 @@ def _failed_fanout(workspace: Any, items: int = 6, failing: tuple[int, ...] = (1
     return str(parent.pk)
 
 
+def _retried(failed: int) -> dict[str, int]:
+    """The answer of a retry of ``failed`` FAILED children (none cancelled, none to spawn)."""
+    return {"retried": failed, "failed": failed, "cancelled_by_fail_fast": 0, "never_started": 0}
+
+
 def _failed_children(parent: str) -> list[str]:
     return [str(pk) for pk in Execution.objects.filter(parent_id=parent, status="FAILED")
             .order_by("item_index").values_list("pk", flat=True)]
@@ -42,7 +47,7 @@ def test_retrying_failed_children_lets_the_parent_succeed(workspace: Any) -> Non
     client = api(workspace, "operator")
     failed = ok(client.get(f"/api/v1/executions/{parent}/children?status=FAILED"))["results"]
     assert [child["item_index"] for child in failed] == [1, 4]
-    assert ok(client.post(f"/api/v1/executions/{parent}/children/retry-failed", format="json")) == {"retried": 2}
+    assert ok(client.post(f"/api/v1/executions/{parent}/children/retry-failed", format="json")) == _retried(2)
     helpers.run_engine()
     detail = ok(client.get(f"/api/v1/executions/{parent}"))
     assert detail["status"] == "SUCCEEDED", detail["error"]
@@ -56,9 +61,9 @@ def test_retry_failed_children_of_one_spawner_and_with_nothing_to_retry(workspac
     parent = _failed_fanout(workspace)
     client = api(workspace, "operator")
     url = f"/api/v1/executions/{parent}/children/retry-failed"
-    assert ok(client.post(url, {"spawner": "other"}, format="json")) == {"retried": 0}
-    assert ok(client.post(url, {"spawner": "fan"}, format="json")) == {"retried": 2}
-    assert ok(client.post(url, format="json")) == {"retried": 0}
+    assert ok(client.post(url, {"spawner": "other"}, format="json")) == _retried(0)
+    assert ok(client.post(url, {"spawner": "fan"}, format="json")) == _retried(2)
+    assert ok(client.post(url, format="json")) == _retried(0)
     assert problem(client.post(url, {"spawner": 3}, format="json"), 400)["errors"][0]["field"] == "spawner"
     assert problem(client.post(url, [1], format="json"), 400)
 

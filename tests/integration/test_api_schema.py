@@ -100,7 +100,10 @@ def test_real_responses_conform(workspace: Any, token: str) -> None:
     call(token, "GET", "/api/v1/versions/{hash}", hash=started["version"])
     call(token, "POST", "/api/v1/executions/{id}/retry", id=failed[0])
     call(token, "POST", "/api/v1/executions/{id}/steps/{vertex}/retry", id=failed[1], vertex="t")
-    assert call(token, "POST", "/api/v1/executions/{id}/children/retry-failed", id=parent, body={}) == {"retried": 1}
+    preview = call(token, "GET", "/api/v1/executions/{id}/children/retry-failed", id=parent, query={"spawner": "fan"})
+    assert preview == {"retried": 1, "failed": 1, "cancelled_by_fail_fast": 0, "never_started": 0}
+    assert call(token, "POST", "/api/v1/executions/{id}/children/retry-failed", id=parent, body={}) == \
+        {"retried": 1, "failed": 1, "cancelled_by_fail_fast": 0, "never_started": 0}
     call(token, "POST", "/api/v1/executions/{id}/cancel", id=parent)
     call(token, "POST", "/api/v1/destinations", body={"name": "ledger", "base_url": "https://ledger.example"},
          expect=201)

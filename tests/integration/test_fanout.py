@@ -463,11 +463,11 @@ def test_retrying_the_one_failed_child_redrives_the_merge_to_success(workspace):
 def test_retry_all_failed_children_in_bulk(workspace):
     parent = merge_run(workspace, failures=7, total=50)
     handlers.set_flaky(False)
-    assert services.retry_failed_children(parent, actor="user:ops") == 7
+    assert services.retry_failed_children(parent, actor="user:ops").retried == 7
     assert helpers.child_counts(parent) == {"SUCCEEDED": 43, "PENDING": 7}
     helpers.run_engine()
     assert helpers.refresh(parent).status == "SUCCEEDED"
-    assert services.retry_failed_children(parent) == 0
+    assert services.retry_failed_children(parent).retried == 0
 
 
 def test_retrying_a_failed_spawner_creates_only_never_started_children(workspace, monkeypatch, settings):

@@ -58,7 +58,7 @@ def test_retry_all_failed_children_also_grants_a_new_round(workspace):
     helpers.run_engine()
     fail_round(None, 1)  # every step: the children's
     assert helpers.child_counts(parent).get("FAILED") == 2
-    assert services.retry_failed_children(helpers.refresh(parent), actor="op") == 2
+    assert services.retry_failed_children(helpers.refresh(parent), actor="op").retried == 2
     helpers.run_engine()
     for child in parent.children.all():
         step = helpers.step(child, "t")

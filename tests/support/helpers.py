@@ -24,6 +24,16 @@ FAIL_IF = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.fai
                                             "retry": {"maxAttempts": 1}}}}
 # Fails items with ``fail: true`` while tests.support.handlers' flaky switch is on.
 FLAKY = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}}}}
+# FLAKY behind a wait for items with ``slow: true`` (a TIMER standing in for a slow call), so
+# some children are still in flight when a failFast merge fails (make_due passes the wait).
+SLOW_OR_FLAKY = {"start": "route", "vertices": {
+    "route": {"type": "CHOICE", "choices": [{"when": {"path": "$.input.slow", "equals": True}, "next": "wait"}],
+              "default": "call"},
+    "wait": {"type": "TIMER", "seconds": 3600, "next": "call"},
+    "call": {"type": "TASK", "handler": "test.flaky", "retry": {"maxAttempts": 1}},
+}}
+# The seed article's own MERGE configuration (S10).
+SEED_MERGE = {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.05}, "failFast": True}
 
 
 # --- workflows ------------------------------------------------------------------------------------

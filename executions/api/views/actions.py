@@ -13,7 +13,8 @@ from rest_framework.response import Response
 from executions import selectors
 from executions.api import serializers as s
 from executions.api.schema import problems
-from executions.api.views.base import ApiView, acting, body, writes
+from executions.api.views.base import ApiView, acting, body, query, writes
+from executions.fanout import recovery
 from executions.models import Step
 from executions.services import lifecycle as services
 from workflows.models import Role, Workspace
@@ -47,7 +48,10 @@ class RetryExecution(ApiView):
 class RetryStep(ApiView):
     @extend_schema(operation_id="retry_step", tags=TAG, request=None,
                    description="Retry one FAILED step. A failed SPAWNER re-links the children that exist "
-                               "(failed ones are not re-run) and creates only the never-started ones.",
+                               "(failed ones are not re-run) and creates only the never-started ones. A SPAWNER "
+                               "whose failFast MERGE failed (a failFast stop leaves it SUCCEEDED) is retried as "
+                               "`children/retry-failed` with its `spawner` is: its failed and failFast-cancelled "
+                               "children re-run and it spawns the items it never started (S28).",
                    responses={200: s.RetryResultSerializer, **NOT_RETRYABLE})
     @writes("step.retry", Role.OPERATOR, "retry steps", target="{id}/{vertex}")
     def post(self, request: Request, id: uuid.UUID, vertex: str) -> Response:
@@ -66,20 +70,43 @@ def _retried(workspace: Workspace, execution_id: uuid.UUID, step: Step) -> Respo
 class RetryFailedChildren(ApiView):
     @extend_schema(operation_id="retry_failed_children", tags=TAG, request=s.RetryFailedChildren,
                    description="Retry every FAILED child (of one SPAWNER, if `spawner` is given) in one "
-                               "transaction. Children that failed on a FAIL vertex are left alone. The body "
-                               "may be empty.",
+                               "transaction. Where the fan-out's failFast merge failed, the children failFast "
+                               "cancelled are re-run too and the items its spawner never started are spawned, "
+                               "once each (S28); children an operator cancelled, or that failed on a FAIL "
+                               "vertex, are left alone. `GET` on this path previews the counts. The body may "
+                               "be empty.",
                    responses={200: s.RetriedSerializer, **problems(s409="The execution or an ancestor was "
-                                                                        "cancelled.")})
+                                                                        "cancelled, or its tree's payloads were "
+                                                                        "purged.")})
     @writes("execution.retry-failed-children", Role.OPERATOR, "retry executions", target="{id}")
     def post(self, request: Request, id: uuid.UUID) -> Response:
         data = body(s.RetryFailedChildren, request)
         principal = self.principal
         with acting(principal, "execution.retry-failed-children", Role.OPERATOR, target=str(id),
                     what="retry executions"):
-            retried = services.retry_failed_children(services.get_execution(principal.workspace, id),
-                                                     spawner=data.get("spawner"), actor=principal.label,
-                                                     system_actor=principal.system_actor)
-        return Response(s.RetriedSerializer({"retried": retried}).data)
+            counts = services.retry_failed_children(services.get_execution(principal.workspace, id),
+                                                    spawner=data.get("spawner"), actor=principal.label,
+                                                    system_actor=principal.system_actor)
+        return Response(_counts(counts))
+
+
+class RetryFailedPreview(ApiView):
+    @extend_schema(operation_id="preview_retry_failed_children", tags=TAG,
+                   parameters=[s.RetryFailedQuery],
+                   description="What `POST` on this path — and retrying the SPAWNER step of a merge that "
+                               "failed (`POST …/steps/{spawner}/retry`, with `?spawner=`) — would re-run and "
+                               "spawn now. Nothing changes.",
+                   responses={200: s.RetriedSerializer})
+    def get(self, request: Request, id: uuid.UUID) -> Response:
+        spawner = query(s.RetryFailedQuery, request).get("spawner")
+        execution = selectors.executions.get(self.principal.workspace, id)
+        return Response(_counts(services.retry_failed_preview(execution, spawner=spawner)))
+
+
+def _counts(counts: recovery.Counts) -> dict[str, int]:
+    return s.RetriedSerializer({"retried": counts.retried, "failed": counts.failed,
+                                "cancelled_by_fail_fast": counts.cancelled_by_fail_fast,
+                                "never_started": counts.never_started}).data
 
 
 class CancelExecution(ApiView):

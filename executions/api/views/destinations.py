@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from executions import selectors
 from executions.api import pagination
+from executions.api import resource_serializers as r
 from executions.api import serializers as s
 from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
@@ -24,46 +25,46 @@ TAG = ["destinations"]
 
 class DestinationList(ApiView):
     @extend_schema(operation_id="list_destinations", tags=TAG, parameters=[s.PageQuery],
-                   responses={200: page_of(s.DestinationSerializer, "Destination")})
+                   responses={200: page_of(r.DestinationSerializer, "Destination")})
     def get(self, request: Request) -> Response:
         params = query(s.PageQuery, request)
         after = pagination.decode_cursor(params.get("cursor"), pagination.text)
         rows = selectors.destinations.page(self.principal.workspace, after=after[0] if after else None,
                                            limit=params["limit"])
         return pagination.page(request, rows, params["limit"], lambda row: [row.name],
-                               lambda rows: s.DestinationSerializer(rows, many=True).data)
+                               lambda rows: r.DestinationSerializer(rows, many=True).data)
 
 
 class CreateDestination(ApiView):
-    @extend_schema(operation_id="create_destination", tags=TAG, request=s.CreateDestination,
-                   responses={201: s.DestinationSerializer,
+    @extend_schema(operation_id="create_destination", tags=TAG, request=r.CreateDestination,
+                   responses={201: r.DestinationSerializer,
                               **problems(s409="A destination with this name already exists.")})
     @writes("destination.create", Role.OPERATOR, "create destinations")
     def post(self, request: Request) -> Response:
-        data = body(s.CreateDestination, request)
+        data = body(r.CreateDestination, request)
         principal = self.principal
         with acting(principal, "destination.create", Role.OPERATOR, target=str(data.get("name", ""))[:100],
                     what="create destinations"):
             created = destinations.create_destination(principal.workspace, system_actor=principal.system_actor,
                                                       **data)
         location = request.build_absolute_uri(reverse("api:destination", kwargs={"name": created.name}))
-        return Response(s.DestinationSerializer(created).data, status=201, headers={"Location": location})
+        return Response(r.DestinationSerializer(created).data, status=201, headers={"Location": location})
 
 
 class DestinationDetail(ApiView):
-    @extend_schema(operation_id="get_destination", tags=TAG, responses={200: s.DestinationSerializer})
+    @extend_schema(operation_id="get_destination", tags=TAG, responses={200: r.DestinationSerializer})
     def get(self, request: Request, name: str) -> Response:
-        return Response(s.DestinationSerializer(selectors.destinations.named(self.principal.workspace, name)).data)
+        return Response(r.DestinationSerializer(selectors.destinations.named(self.principal.workspace, name)).data)
 
 
 class UpdateDestination(ApiView):
-    @extend_schema(operation_id="update_destination", tags=TAG, request=s.UpdateDestination,
+    @extend_schema(operation_id="update_destination", tags=TAG, request=r.UpdateDestination,
                    description="Change a destination's URL, timeout, limits or response cap; a new "
                                "concurrency limit applies at the next claim on every worker.",
-                   responses={200: s.DestinationSerializer})
+                   responses={200: r.DestinationSerializer})
     @writes("destination.update", Role.OPERATOR, "edit destinations", target="{name}")
     def patch(self, request: Request, name: str) -> Response:
-        data = body(s.UpdateDestination, request)
+        data = body(r.UpdateDestination, request)
         if data.pop("name", name) != name:
             raise BadRequest("destinations cannot be renamed: workflows refer to them by name",
                              errors=[{"field": "name", "message": "must equal the current name"}])
@@ -78,4 +79,4 @@ class UpdateDestination(ApiView):
                 detail.update(origin_from="{}://{}:{}".format(*before),
                               origin_to="{}://{}:{}".format(*destinations.origin(updated.base_url)),
                               credentials="replaced" if "credentials" in data else "none")
-        return Response(s.DestinationSerializer(updated).data)
+        return Response(r.DestinationSerializer(updated).data)
