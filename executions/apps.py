@@ -8,7 +8,8 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from executions import outbound, pgarrays, runtime, worker  # noqa: F401 - outbound registers a system check
+        from executions import outbound, pgarrays, worker  # noqa: F401 - outbound registers a system check
+        from executions.worker import runtime
 
         pgarrays.install()  # array parameters as literals at C speed (before any connection opens)
 
@@ -18,6 +19,6 @@ class ExecutionsConfig(AppConfig):
         import os
 
         if os.environ.get("SB_COUNT_QUERIES_DIR"):
-            from executions import instrumentation
+            from executions.worker import instrumentation
 
             instrumentation.install(os.environ["SB_COUNT_QUERIES_DIR"])

@@ -260,7 +260,7 @@ def _after_success(cursor: Any, results: list[tuple[StepRun, Outcome]]) -> None:
 
 def start_executions(cursor: Any, runs: Sequence[StepRun]) -> None:
     """PENDING → RUNNING for executions that visibly run: their step went on to another, or
-    back to waiting, or has been running for a while (worker.py). A claim does not do it, so
+    back to waiting, or has been running for a while (executions/worker/housekeeping.py). A claim does not do it, so
     a child whose only step finishes at once goes PENDING → SUCCEEDED in one update."""
     pending = {run.execution.id: run.claimed.claimed_at for run in runs}
     state.run_executions(cursor, list(pending), started=list(pending.values()))

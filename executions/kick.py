@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "sb_work"
 ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
-# pg_locks.classid of the drains that take no destination step now (worker.py, "Roles"): a
+# pg_locks.classid of the drains that take no destination step now (executions/worker/policy.py, "Roles"): a
 # destination's fair share is divided among the other drains only (leases.DESTINATION_BUDGETS).
 ABSTAIN_CLASS = 7_318_002
 

@@ -1,7 +1,7 @@
 """Log lines as JSON (``LOG_FORMAT=json``), carrying the execution, step and workspace a
 line is about where that is known.
 
-The drain runs each step inside ``step_context`` (executions/worker.py): every line logged
+The drain runs each step inside ``step_context`` (executions/worker/runners.py): every line logged
 while the step runs — by the engine, a vertex, a handler — carries its ids, whichever
 thread logs it, because the ids live in context variables (each step thread has its own).
 Ids passed explicitly with ``extra={"execution_id": …}`` win over the context.
