@@ -81,11 +81,13 @@ def commit_once(results: Results, takers: Sequence[leases.Lease] = ()) -> set[in
     fan-out's children updates — is locked only from that update to COMMIT
     (state.FanoutCounts)."""
     calls = [row for run, _ in results for row in run.extra.get("calls", ())]
-    with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor, \
-            state.fanout_counts_last(cursor):
-        engine.commit(cursor, results)
+    counts = state.FanoutCounts()
+    with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
+        engine.commit(cursor, results, counts=counts)
         destinations.record_calls(calls, cursor=cursor)
-        return leases.take_over_slots(cursor, list(takers))
+        taken = leases.take_over_slots(cursor, list(takers))
+        counts.apply(cursor)
+        return taken
 
 
 def commit_apart(results: Results, error: DatabaseError) -> None:
