@@ -7,6 +7,9 @@ abstain lock, and the budget SQL that divides a limit by them."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 from django.db import connection
@@ -15,7 +18,7 @@ from executions import kick
 from executions.models import Step
 from executions.worker import Drain
 from executions.worker.roles import Roles
-from tests.support import helpers
+from tests.support import factories, handlers, helpers
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +98,36 @@ def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace, li
     assert shares == {api.pk: 7}, "the other drain abstains: the whole limit"
     assert len(helpers.claim(100, queue=True, shares=shares)) == 2, "one slot left, one step queued"
     assert shares == {api.pk: None}, "no READY step left to wait: no share to keep to"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drain_of_the_plain_role_abstains_while_it_runs_plain_steps_and_stops_when_it_ends(transactional_db,
+                                                                                            live_slots):
+    """End to end: the decision (policy.decide), the role (roles.Roles) and the lock, as a
+    drain in slot 1 beside a drain in slot 0 runs plain steps that stay in flight."""
+    workspace = factories.default_workspace()
+    helpers.publish(workspace, "held", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.hold"}}})
+    for i in range(3):
+        helpers.start(workspace, "held", {"i": i})
+    live_slots(0, 1)
+    gate = handlers.hold_gate.reset()
+
+    def run() -> None:
+        try:
+            Drain(threads=4, batch=10, slot=1, idle_seconds=0, linger=False).run()
+        finally:
+            connection.close()  # this thread's own
+
+    drain = threading.Thread(target=run)
+    drain.start()
+    try:
+        assert gate.started.wait(20)
+        deadline = time.monotonic() + 20
+        while abstaining() != {1}:  # its next claim, with three plain steps in flight
+            assert time.monotonic() < deadline, "the drain never abstained"
+            time.sleep(0.05)
+    finally:
+        gate.release.set()
+        drain.join(timeout=30)
+    assert not drain.is_alive()
+    assert abstaining() == set(), "an ended drain abstains no more"
