@@ -169,7 +169,7 @@ class Drain:
         with metrics.timed(metrics.CLAIM_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             claimed = leases.claim(cursor, claim.room, alone=not self.in_flight, plain_limit=claim.plain,
                                    destination_limit=claim.bound, queue=self.queue_ahead, promoted=promoted,
-                                   shares=shares, sharers=self.roles.sharers())
+                                   shares=shares)
             runs = engine.load_runs(cursor, claimed)
         if promoted:  # queued steps of ours that took free slots
             handover.promoted([e for e in self.in_flight if e.run.step_id in promoted and not e.holds_slot])

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 
-from executions import destinations, engine, leases, outcomes
+from executions import destinations, engine, kick, leases, outcomes
 from executions.models import Destination, Step
 from tests.support import helpers
 from workflows.errors import Invalid
@@ -209,8 +210,12 @@ def test_queued_steps_take_free_slots_beyond_the_callers_share(workspace):
     claimed = helpers.claim(queue=True)
     assert sorted(c.holds_slot for c in claimed) == [False] * 4 + [True] * 2
     destinations.update_destination(api, concurrency_limit=5)
-    promoted: set[int] = set()
-    helpers.claim(queue=True, promoted=promoted, sharers=2)  # two drains: a share of ceil(5 / 2) = 3 each
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        for slot in (0, 1):  # two drains alive: a share of ceil(5 / 2) = 3 each
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [kick.ADVISORY_CLASS, slot])
+        promoted: set[int] = set()
+        helpers.claim(queue=True, promoted=promoted)
+        other.execute("SELECT pg_advisory_unlock_all()")
     assert len(promoted) == 3, "the limit, not the share, bounds what queued steps may take"
     assert holders(api) == 5
 
@@ -223,8 +228,12 @@ def test_queued_steps_take_no_more_than_the_share_while_ready_steps_wait(workspa
     claimed = helpers.claim(queue=True)
     assert sum(c.holds_slot for c in claimed) == 2
     destinations.update_destination(api, concurrency_limit=6)
-    promoted: set[int] = set()
-    again = helpers.claim(queue=True, promoted=promoted, sharers=2)  # two drains: a share of ceil(6 / 2) = 3 each
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        for slot in (0, 1):  # two drains alive: a share of ceil(6 / 2) = 3 each
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [kick.ADVISORY_CLASS, slot])
+        promoted: set[int] = set()
+        again = helpers.claim(queue=True, promoted=promoted)
+        other.execute("SELECT pg_advisory_unlock_all()")
     assert sum(c.holds_slot for c in again) == 1, "one READY step takes the one slot left of the share"
     assert promoted == set(), "the other three free slots wait for the other drain"
     assert holders(api) == 3

@@ -2,9 +2,8 @@
 live slot calls destinations first, the others take plain steps first and abstain from
 destinations while they run them — their share of each limit goes to the drains that call.
 What each drain claims is decided by executions/worker/policy.py (tested table-driven in
-tests/unit/test_claim_policy.py); here: the roles and the number of drains sharing a limit,
-read from the live drain slots and abstain locks (roles.Roles), and the budget SQL that
-divides a limit by that number, a plain value."""
+tests/unit/test_claim_policy.py); here: the roles read from the live drain slots, the
+abstain lock, and the budget SQL that divides a limit by them."""
 
 from __future__ import annotations
 
@@ -78,35 +77,24 @@ def test_a_drain_that_ends_stops_abstaining(live_slots):
     assert abstaining() == set()
 
 
-def test_the_drains_that_share_a_limit_are_the_live_ones_less_those_that_abstain(live_slots):
-    """What the claim's budget SQL divides each limit by: a plain number (Roles.sharers)."""
-    assert Roles(None).sharers() == 1, "no drain alive: the caller alone"
+def test_an_abstaining_drain_leaves_its_share_of_a_limit_to_the_others(workspace, live_slots):
+    api = helpers.waiting_calls(workspace, 20, concurrency_limit=7)
     live_slots(0, 1)
-    assert Roles(0).sharers() == 2
-    assert Roles(None).sharers() == 2, "a caller outside a slot counts the live drains"
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
         other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
-        assert Roles(0).sharers() == 1, "the other drain abstains: the whole limit is this one's"
-    roles = Roles(1)
-    roles.abstain(True)
-    assert roles.sharers() == 1, "this drain abstains itself: the other one calls alone"
-    roles.abstain(False)
-    assert roles.sharers() == 2, "its own abstention counts as it stands, not as last looked up"
-
-
-def test_the_claim_divides_each_limit_by_the_drains_that_share_it(workspace):
-    api = helpers.waiting_calls(workspace, 20, concurrency_limit=7)
-    assert len(helpers.claim(100, sharers=2)) == 4, "ceil(7 / 2)"
-    assert len(helpers.claim(100, sharers=1)) == 3, "alone (the other abstains): the rest of the limit"
+        assert len(helpers.claim(100)) == 7, "one of two drains calls: the whole limit is its share"
     assert Step.objects.filter(destination=api, status="RUNNING").count() == 7
 
 
-def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace):
+def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace, live_slots):
     api = helpers.waiting_calls(workspace, 8, concurrency_limit=7)
+    live_slots(0, 1)
     shares: dict[int, int | None] = {}
-    assert len(helpers.claim(3, shares=shares, sharers=2)) == 3
+    assert len(helpers.claim(3, shares=shares)) == 3
     assert shares == {api.pk: 4}, "ceil(7 / 2) while READY steps wait"
-    helpers.claim(3, shares=shares, sharers=1)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
+        helpers.claim(3, shares=shares)
     assert shares == {api.pk: 7}, "the other drain abstains: the whole limit"
     assert len(helpers.claim(100, queue=True, shares=shares)) == 2, "one slot left, one step queued"
     assert shares == {api.pk: None}, "no READY step left to wait: no share to keep to"
