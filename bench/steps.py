@@ -132,8 +132,10 @@ async def _close() -> None:
 
 
 def _commit(results: list[tuple[StepRun, Outcome]]) -> None:
-    """As ``worker.Drain._commit_once`` commits a batch (no queued steps take slots over here)."""
+    """As ``executions.worker.commits.commit_once`` commits a batch (no queued steps take slots over here)."""
     calls = [row for run, _ in results for row in run.extra.get("calls", ())]
-    with transaction.atomic(), connection.cursor() as cursor, state.fanout_counts_last(cursor):
-        engine.commit(cursor, results)
+    counts = state.FanoutCounts()
+    with transaction.atomic(), connection.cursor() as cursor:
+        engine.commit(cursor, results, counts=counts)
         call_log.record_calls(calls, cursor=cursor)
+        counts.apply(cursor)

@@ -10,9 +10,10 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
-        from executions import kick, runtime, worker
+        from executions import kick, worker
         from executions.destinations import outbound  # noqa: F401 - outbound registers a system check
         from executions.platform import notify
+        from executions.worker import runtime
 
         # Set-based statements send each column as one list: as a binary array (psycopg's own
         # dumper, registered last so a %s list picks it; before any connection opens), no array
@@ -26,6 +27,6 @@ class ExecutionsConfig(AppConfig):
         import os
 
         if os.environ.get("SB_COUNT_QUERIES_DIR"):
-            from executions import instrumentation
+            from executions.worker import instrumentation
 
             instrumentation.install(os.environ["SB_COUNT_QUERIES_DIR"])

@@ -22,7 +22,7 @@ from executions import registry
 log = logging.getLogger(__name__)
 
 ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
-# pg_locks.classid of the drains that take no destination step now (worker.py, "Roles"): a
+# pg_locks.classid of the drains that take no destination step now (executions/worker/policy.py, "Roles"): a
 # destination's fair share is divided among the other drains only (leases.DESTINATION_BUDGETS).
 ABSTAIN_CLASS = 7_318_002
 

@@ -362,7 +362,7 @@ class QuotaUsage(models.Model):
 
 
 class DrainKick(models.Model):
-    """A single row throttling how often new drain tasks are enqueued (worker.py)."""
+    """A single row throttling how often new drain tasks are enqueued (kick.py)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True)
     last_enqueued_at = models.DateTimeField(db_default=Now())

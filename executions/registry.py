@@ -6,7 +6,7 @@ spawned (host, pid, cluster, started, last_seen) and a daemon thread refreshes i
 times are database time, so hosts with skewed clocks agree.
 
 A row is *live* while ``last_seen`` is younger than ``SB_WORKER_TTL_SECONDS``. The number of
-live rows is the number of drain slots (worker.py, kick.py): every worker process can hold a
+live rows is the number of drain slots (executions/worker/slots.py, kick.py): every worker process can hold a
 drain, and a host that dies (SIGKILL, power loss, a cut network) stops counting once its rows
 expire; the tick deletes expired rows. ``SB_DRAIN_SLOTS``, when set, caps the count.
 

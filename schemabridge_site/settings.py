@@ -218,7 +218,7 @@ DATABASES = {"default": _database()}
 
 # A cache shared by every process on the database: django-q2 publishes its clusters' status
 # there (qinfo/qmonitor see every worker host), and drains read it to notice that their
-# cluster is stopping (executions/worker.py). The table is created by a migration.
+# cluster is stopping (executions/worker/housekeeping.py). The table is created by a migration.
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.db.DatabaseCache",
@@ -296,7 +296,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- django-q2: the worker runtime -------------------------------------------------------
-# One task drains a batch of ready steps; see executions/worker.py. The task timeout must be
+# One task drains a batch of ready steps; see executions/worker/ (tasks.py, loop.py). The task timeout must be
 # shorter than `retry` (checked by `manage.py check`), otherwise a task still running would
 # be handed to a second worker.
 Q_CLUSTER: dict[str, object] = {

@@ -14,7 +14,7 @@
   round trip, and the commit that moves the finished step out of RUNNING hands its slot to
   the one that took its place (``take_over_slots``). So the database's count of slots held
   is never below the calls really in flight, and a slot is held only by a step that runs or
-  has just finished (worker.py, ``SlotGate``).
+  has just finished (executions/worker/gates.py, ``SlotGate``).
 * **Fence** (``fence``, the one place the rule is written): a result is committed only where
   the row still carries the worker's token and is RUNNING — those rows are locked first,
   then moved; anything else is a stale worker's late result and is discarded (and noted).
@@ -89,8 +89,8 @@ LOCK_DESTINATIONS = """
 # limit (limit / live drains, less the slots it holds already: otherwise the drain that
 # commits first takes every freed slot again and the others, and their database connections,
 # stay idle), and the token bucket for the request rate. Live drains hold a drain slot, an
-# advisory lock of class ADVISORY_CLASS (worker.py); a caller outside a drain counts as one.
-# A drain that takes no destination step now (worker.py, "Roles": it runs plain steps while
+# advisory lock of class ADVISORY_CLASS (executions/worker/slots.py); a caller outside a drain counts as one.
+# A drain that takes no destination step now (executions/worker/policy.py, "Roles": it runs plain steps while
 # another drain calls) holds an ABSTAIN_CLASS lock too, and does not count.
 # ``open``: the destination's free slots whatever the share (for PROMOTE_QUEUED).
 # ``queue``: how many steps more to claim without a slot (see "Slots" above): enough that

@@ -32,10 +32,8 @@ parent's steps before the parent execution; rows of one kind in id order.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,8 +200,10 @@ def _move_step_ids(cursor: Any, to: str, source: _Source, *, sets: dict[str, str
 
 
 def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, str] | None = None,
-                     from_: Iterable[str] | None = None, message: str | None = None) -> list[dict[str, Any]]:
-    """Move executions to ``to`` and keep fan-out counts, merge wake-ups and redrive in step."""
+                     from_: Iterable[str] | None = None, message: str | None = None,
+                     counts: FanoutCounts | None = None) -> list[dict[str, Any]]:
+    """Move executions to ``to`` and keep fan-out counts, merge wake-ups and redrive in step
+    (now, or — given ``counts`` — when the caller applies them)."""
     allowed = allowed_from(EXECUTION_TRANSITIONS, to)
     sources = [s for s in allowed if from_ is None or s in set(from_)]
     # Only what the fan-out bookkeeping and the metrics read (``_propagate_to_fanouts``).
@@ -213,35 +213,30 @@ def _move_executions(cursor: Any, to: str, source: _Source, *, sets: dict[str, s
                              select=("id", "from_status", "spawned_by_id", "status"))
     moved = _fetch(cursor, sql, params)
     metrics.children_finished(moved)
-    deferred = _deferred_fanouts.get()
-    if deferred is not None:
-        deferred.extend(moved)
+    if counts is not None:
+        counts.moved += moved
     else:
         _propagate_to_fanouts(cursor, moved)
     return moved
 
 
-# Executions moved inside ``fanout_counts_last``, whose fan-out counts wait for its end.
-_deferred_fanouts: contextvars.ContextVar[list[dict[str, Any]] | None] = \
-    contextvars.ContextVar("deferred_fanouts", default=None)
-
-
-@contextlib.contextmanager
-def fanout_counts_last(cursor: Any) -> Iterator[None]:
-    """Apply the fan-out counts of the execution transitions made inside the block at its
-    end, in one statement, instead of with each transition.
+class FanoutCounts:
+    """The fan-out counts of the execution transitions given it (their ``counts=``), applied
+    together by ``apply`` — one statement, at the end of the caller's transaction — instead
+    of with each transition.
 
     A fan-out's counter row is the one row every child's commit updates: a transaction holds
     its lock from that update to COMMIT, and every other worker committing a child of the
-    same fan-out waits for it. The drain's commit (worker.py) therefore does everything else
-    first — steps, payloads, the call log, the next claim — and takes that lock last."""
-    token = _deferred_fanouts.set([])
-    try:
-        yield
-        moved = _deferred_fanouts.get() or []
-    finally:
-        _deferred_fanouts.reset(token)
-    _propagate_to_fanouts(cursor, moved)
+    same fan-out waits for it. The drain's commit (executions/worker/commits.py) therefore
+    does everything else first — steps, payloads, the call log, the slot hand-over — and
+    takes that lock last. A transition given no accumulator counts at once."""
+
+    def __init__(self) -> None:
+        self.moved: list[dict[str, Any]] = []
+
+    def apply(self, cursor: Any) -> None:
+        moved, self.moved = self.moved, []
+        _propagate_to_fanouts(cursor, moved)
 
 
 # --- fan-out bookkeeping ---------------------------------------------------------------------
@@ -625,32 +620,34 @@ def reopen_stopped_spawners(cursor: Any, step_ids: Sequence[int], *, budgets: Se
 _STARTED_AT = "coalesce(s.started_at, src.started, now())"
 
 
-def run_executions(cursor: Any, execution_ids: Sequence[Any], *, started: Sequence[Any]) -> None:
+def run_executions(cursor: Any, execution_ids: Sequence[Any], *, started: Sequence[Any],
+                   counts: FanoutCounts | None = None) -> None:
     """PENDING → RUNNING: the execution visibly runs (``started``: its first claim time)."""
     if execution_ids:
         _move_executions(cursor, E.RUNNING, _rows({"started": ("timestamptz", started)}, "uuid",
                                                   id_values=execution_ids),
-                         from_=[E.PENDING], sets={"started_at": _STARTED_AT})
+                         from_=[E.PENDING], sets={"started_at": _STARTED_AT}, counts=counts)
 
 
 def succeed_executions(cursor: Any, execution_ids: Sequence[Any], *, output_vertices: Sequence[str],
-                       started: Sequence[Any]) -> None:
+                       started: Sequence[Any], counts: FanoutCounts | None = None) -> None:
     """PENDING/RUNNING → SUCCEEDED; ``output_vertices``: whose output is the execution's."""
     if execution_ids:
         _move_executions(cursor, E.SUCCEEDED, _rows({
             "output_vertex": ("varchar", output_vertices), "started": ("timestamptz", started),
         }, "uuid", id_values=execution_ids), from_=[E.PENDING, E.RUNNING],
-            sets={"output_vertex": "src.output_vertex", "error": "''", "started_at": _STARTED_AT})
+            sets={"output_vertex": "src.output_vertex", "error": "''", "started_at": _STARTED_AT}, counts=counts)
 
 
 def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequence[str],
-                    started: Sequence[Any]) -> None:
+                    started: Sequence[Any], counts: FanoutCounts | None = None) -> None:
     """PENDING/RUNNING → FAILED with its error."""
     if execution_ids:
         _move_executions(cursor, E.FAILED, _rows({"error": ("text", errors), "message": ("text", errors),
                                                   "started": ("timestamptz", started)},
                                                  "uuid", id_values=execution_ids),
-                         from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": _STARTED_AT})
+                         from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": _STARTED_AT},
+                         counts=counts)
 
 
 def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
@@ -671,7 +668,8 @@ _FAIL_FAST_CANCELLED = """
 """
 
 
-def rerun_cancelled_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+def rerun_cancelled_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
+                               counts: FanoutCounts | None = None) -> int:
     """S28: CANCELLED → PENDING for executions that the failFast policy cancelled (same id,
     same key, attempt + 1); their fan-out counts move as for a failed child that is retried,
     re-opening the merge and the parent (redrive). Returns how many moved."""
@@ -680,12 +678,13 @@ def rerun_cancelled_executions(cursor: Any, execution_ids: Sequence[Any], *, mes
     return len(_move_executions(cursor, E.PENDING, _Source(_FAIL_FAST_CANCELLED, {"src_ids": list(execution_ids)}),
                                 from_=[E.CANCELLED],
                                 sets={"attempt": "s.attempt + 1", "error": "''", "cancel_cause": "''"},
-                                message=message))
+                                message=message, counts=counts))
 
 
-def retry_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:
+def retry_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
+                     counts: FanoutCounts | None = None) -> int:
     """FAILED → PENDING (an operator retry: same id, same key, attempt + 1); returns how many."""
     if not execution_ids:
         return 0
     return len(_move_executions(cursor, E.PENDING, _ids(execution_ids, "uuid"), from_=[E.FAILED],
-                                sets={"attempt": "s.attempt + 1", "error": "''"}, message=message))
+                                sets={"attempt": "s.attempt + 1", "error": "''"}, message=message, counts=counts))

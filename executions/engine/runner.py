@@ -165,12 +165,15 @@ def commit_in_fence(cursor: Any, results: Sequence[tuple[StepRun, Outcome]]) -> 
     commit(cursor, results, fenced=False)
 
 
-def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: bool = True) -> list[StepRun]:
+def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: bool = True,
+           counts: state.FanoutCounts | None = None) -> list[StepRun]:
     """Apply outcomes as transitions; returns the runs whose result was stale (discarded).
 
     The steps still leased to this worker are fenced first (leases.fence); only they move.
     ``fenced=False`` is for a vertex committing inside its own fenced transaction, where the
-    lease was verified (and the row locked) already.
+    lease was verified (and the row locked) already. ``counts``: the fan-out counts of the
+    executions that move go there, for the caller to apply last (state.FanoutCounts);
+    without it they are applied with each transition.
     """
     results = [(r, o) for r, o in results if o.kind != "committed"]
     if not results:
@@ -192,13 +195,13 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
     metrics.steps_committed(groups, moved)
     # A step back to waiting (a retry backoff, a timer, a merge) means its execution has started.
     start_executions(cursor, [r for key in ("retry", "wait", "signal") for r, _ in groups.get(key, [])
-                              if r.step_id in moved])
+                              if r.step_id in moved], counts=counts)
     stale += [run for run, _ in results if run.step_id not in moved]
     if stale:
         note_fenced(cursor, stale, "discarded a late result: this worker's lease was no longer current (fenced)")
-    _after_success(cursor, [(r, o) for r, o in groups.get("succeeded", []) if r.step_id in moved])
+    _after_success(cursor, [(r, o) for r, o in groups.get("succeeded", []) if r.step_id in moved], counts)
     fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error, r.claimed.claimed_at)
-                             for r, o in groups.get("failed", []) if r.step_id in moved])
+                             for r, o in groups.get("failed", []) if r.step_id in moved], counts=counts)
     return stale
 
 
@@ -239,7 +242,7 @@ def note_fenced(cursor: Any, stale: Sequence[StepRun], message: str) -> None:
     state.note(cursor, [(r.execution.id, r.step_id, r.vertex.id, r.attempt, message) for r in stale])
 
 
-def _after_success(cursor: Any, results: list[tuple[StepRun, Outcome]]) -> None:
+def _after_success(cursor: Any, results: list[tuple[StepRun, Outcome]], counts: state.FanoutCounts | None) -> None:
     payloads.put_many(cursor, [(r.execution.id, r.vertex.id, r.output_text) for r, _ in results
                                if r.output_text is not None])
     continuing, moving_on, ending = [], [], []
@@ -251,28 +254,30 @@ def _after_success(cursor: Any, results: list[tuple[StepRun, Outcome]]) -> None:
         else:
             ending.append((run, outcome))
     create_steps(cursor, continuing)
-    start_executions(cursor, moving_on)
+    start_executions(cursor, moving_on, counts=counts)
     succeeded = [(r, o) for r, o in ending if (o.end or E.SUCCEEDED) == E.SUCCEEDED]
     state.succeed_executions(cursor, [r.execution.id for r, _ in succeeded],
                              output_vertices=[o.output_vertex or r.vertex.id for r, o in succeeded],
-                             started=[r.claimed.claimed_at for r, _ in succeeded])
+                             started=[r.claimed.claimed_at for r, _ in succeeded], counts=counts)
     fail_executions(cursor, [(r.execution.id, r.vertex.id, o.error, r.claimed.claimed_at) for r, o in ending
-                             if o.end == E.FAILED], prefix=False)
+                             if o.end == E.FAILED], prefix=False, counts=counts)
 
 
-def start_executions(cursor: Any, runs: Sequence[StepRun]) -> None:
+def start_executions(cursor: Any, runs: Sequence[StepRun], *, counts: state.FanoutCounts | None = None) -> None:
     """PENDING → RUNNING for executions that visibly run: their step went on to another, or
-    back to waiting, or has been running for a while (worker.py). A claim does not do it, so
+    back to waiting, or has been running for a while (executions/worker/housekeeping.py). A claim does not do it, so
     a child whose only step finishes at once goes PENDING → SUCCEEDED in one update."""
     pending = {run.execution.id: run.claimed.claimed_at for run in runs}
-    state.run_executions(cursor, list(pending), started=list(pending.values()))
+    state.run_executions(cursor, list(pending), started=list(pending.values()), counts=counts)
 
 
-def fail_executions(cursor: Any, entries: Sequence[tuple[Any, str, str, Any]], *, prefix: bool = True) -> None:
+def fail_executions(cursor: Any, entries: Sequence[tuple[Any, str, str, Any]], *, prefix: bool = True,
+                    counts: state.FanoutCounts | None = None) -> None:
     """Fail the executions of steps that failed for good: ``(execution_id, vertex, error,
     claimed_at or None)``."""
     errors = [f"step '{vertex}' failed: {error}" if prefix else error for _, vertex, error, _ in entries]
-    state.fail_executions(cursor, [e[0] for e in entries], errors=errors, started=[e[3] for e in entries])
+    state.fail_executions(cursor, [e[0] for e in entries], errors=errors, started=[e[3] for e in entries],
+                          counts=counts)
 
 
 def reap(limit: int = 1000) -> tuple[int, int]:

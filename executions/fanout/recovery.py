@@ -195,9 +195,10 @@ def retry_children(cursor: Any, parent: uuid.UUID, *, spawner: str | None, messa
                                                   message=message)
     failed_ids = sorted({row["execution_id"] for row in failed_steps})
     cancelled_ids = sorted({row["execution_id"] for row in cancelled_steps})
-    with state.fanout_counts_last(cursor):  # the counters move once, for both: no verdict in between
-        failed = state.retry_executions(cursor, failed_ids, message=message)
-        cancelled = state.rerun_cancelled_executions(cursor, cancelled_ids, message=message)
+    counts = state.FanoutCounts()  # the counters move once, for both: no verdict in between
+    failed = state.retry_executions(cursor, failed_ids, message=message, counts=counts)
+    cancelled = state.rerun_cancelled_executions(cursor, cancelled_ids, message=message, counts=counts)
+    counts.apply(cursor)
     state.rewind_release(cursor, _held_lowest(plan.children(), cancelled_steps))
     fanout_of = {row[0]: row[1] for row in [*plan.failed, *plan.children()]}
     never_started = _reopen_spawners(cursor, plan, {fanout_of[i] for i in [*failed_ids, *cancelled_ids]},

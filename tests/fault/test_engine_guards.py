@@ -4,6 +4,7 @@ alone, and a run whose lease was taken over is fenced off on the record."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from executions.core import retry
 from executions.engine import runner as engine
 from executions.models import Destination, Event, Step
 from executions.worker import Drain
-from tests.support import factories, helpers
+from tests.support import factories, handlers, helpers
 
 pytestmark = [pytest.mark.fault, pytest.mark.django_db, pytest.mark.timeout(60)]
 
@@ -94,28 +95,38 @@ def test_a_poison_pill_takes_no_innocent_step_down_with_it(workspace):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_whose_lease_was_taken_over_is_fenced_off_on_the_record(transactional_db):
+def test_a_run_whose_lease_was_taken_over_is_fenced_off_on_the_record(transactional_db, settings):
+    settings.SB = {**settings.SB, "LEASE_SECONDS": 3.0}  # the drain's heartbeat: every second
     workspace = factories.default_workspace()
-    doc = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.crash_if"}}}
+    doc = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.hold"}}}
     helpers.publish(workspace, "slow", doc)
-    execution = helpers.start(workspace, "slow", {"seconds": 0.5})
-    drain = Drain(threads=1, batch=4, idle_seconds=0, linger=False)
+    execution = helpers.start(workspace, "slow", {})
+    gate = handlers.hold_gate.reset()
+    finished: list[int] = []
+
+    def run() -> None:
+        try:
+            finished.append(Drain(threads=1, batch=4, idle_seconds=0, linger=False).run())
+        finally:
+            connection.close()  # this thread's own
+
+    drain = threading.Thread(target=run)
+    drain.start()
     try:
-        assert drain._claim_and_submit() == 1
-        [future] = list(drain.in_flight)
-        with connection.cursor() as cursor:  # another worker took the step over (it re-ran it)
-            cursor.execute("UPDATE executions_step SET lease_token = gen_random_uuid() WHERE status = 'RUNNING'")
-        drain.last_heartbeat = 0.0
-        drain._housekeeping()
-        assert drain.in_flight == {}
+        assert gate.started.wait(20), "the drain claimed and started the step"
+        with connection.cursor() as cursor:  # another worker took the step over (it re-runs it)
+            cursor.execute("UPDATE executions_step SET lease_token = gen_random_uuid(), "
+                           "lease_expires_at = now() + interval '1 hour' WHERE status = 'RUNNING'")
         notes = Event.objects.filter(execution_id=execution.pk, from_status="", message__startswith="discarded")
-        assert notes.count() == 1
-        deadline = time.monotonic() + 10
-        while not future.done():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        assert drain._collect(block=False) == 0, "the late result is never committed"
-        step = helpers.step(execution, "t")
-        assert step.status == "RUNNING", "the step belongs to the worker that took it over"
+        deadline = time.monotonic() + 20
+        while not notes.exists():  # the drain's next heartbeat finds the lease gone
+            assert time.monotonic() < deadline, "the run was never fenced off"
+            time.sleep(0.05)
     finally:
-        drain.pool.shutdown()
+        gate.release.set()
+        drain.join(timeout=20)
+    assert not drain.is_alive(), "with nothing left in flight, the drain ends"
+    assert finished == [0], "the late result is never committed"
+    assert notes.count() == 1
+    step = helpers.step(execution, "t")
+    assert step.status == "RUNNING", "the step belongs to the worker that took it over"

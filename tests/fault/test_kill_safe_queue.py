@@ -1,4 +1,4 @@
-"""django-q2's task queue and a worker SIGKILLed while it waits for a task (executions/runtime.py)."""
+"""django-q2's task queue and a worker SIGKILLed while it waits for a task (executions/worker/runtime.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import pytest
 from django_q.queues import Queue
 
-from executions.runtime import KillSafeQueue
+from executions.worker.runtime import KillSafeQueue
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(60)]
 

@@ -40,7 +40,7 @@ from django.db import connection, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
-import executions.worker  # everything a worker process loads
+import executions.worker.tasks  # everything a worker process loads
 from executions.services import lifecycle as services
 from executions.handlers import registry
 from executions.models import Destination, Execution, Step

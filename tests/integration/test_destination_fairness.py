@@ -152,13 +152,11 @@ def test_async_handlers_run_together_on_the_drains_loop_not_on_its_threads(works
     test_handlers.async_probe.__init__()
     drain = threading.Thread(target=lambda: (Drain(max_seconds=30, idle_seconds=0, threads=2, batch=16,
                                                    linger=False).run(), connection.close()))
-    begun = time.monotonic()
     drain.start()
     drain.join(30)
     assert not drain.is_alive()
     assert test_handlers.async_probe.peak == 12, "all twelve wait at once with two threads"
     assert test_handlers.async_probe.threads == {"sb-step-loop"}
-    assert time.monotonic() - begun < 5
     assert [helpers.refresh(e).status for e in started] == ["FAILED"] + ["SUCCEEDED"] * 11
     assert helpers.step(started[0], "wait").error == "asked to fail"
     with connection.cursor() as cursor:

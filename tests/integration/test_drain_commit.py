@@ -1,6 +1,6 @@
 """The shape of a drain's commit: the call log of HTTP steps is written in the transaction that
 commits their results, and the fan-out counters are the last thing written before COMMIT
-(state.fanout_counts_last), so the one row every child's commit updates is held briefly."""
+(commits.commit_once), so the one row every child's commit updates is held briefly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from executions.models import Destination, DestinationCall
-from executions.worker import Drain
+from executions.worker import commits
 from tests.support import helpers
 from tests.support.httpserver import serve
 
@@ -40,9 +40,9 @@ def test_the_call_log_goes_with_the_results_and_the_fanout_counters_come_last(wo
         seen.append(sql)
         return execute(sql, params, many, context)
 
-    real_commit_once = Drain._commit_once
+    real_commit_once = commits.commit_once
 
-    def commit_once(results: Any, takers: Any = None) -> Any:
+    def commit_once(results: Any, takers: Any = ()) -> Any:
         seen.append("BEGIN")
         try:
             with connection.execute_wrapper(spy):
@@ -50,7 +50,7 @@ def test_the_call_log_goes_with_the_results_and_the_fanout_counters_come_last(wo
         finally:
             seen.append("COMMIT")
 
-    monkeypatch.setattr(Drain, "_commit_once", staticmethod(commit_once))
+    monkeypatch.setattr(commits, "commit_once", commit_once)  # a spy: every commit of the drain, as it runs
     with serve() as (url, _):
         Destination.objects.create(workspace=workspace, name="api", base_url=url, timeout_seconds=5,
                                    concurrency_limit=8)

@@ -1,28 +1,26 @@
-"""Drain roles (S11, issue 14 §6): with more than one drain alive, calls to destinations and
-plain work run in different processes — the drain of the lowest live slot calls
-destinations first and takes plain steps only while it has no call in flight; the others
-take plain steps first and destination steps only once they have had no plain step in flight
-for a moment (``ABSTAIN_LINGER``).
-So a call's answer never waits for an interpreter busy with plain handlers, and neither kind
-starves: each has a drain that puts it first. A drain alone does both, as before."""
+"""Drain roles (S11, issue 14 §6): with more than one drain alive, the drain of the lowest
+live slot calls destinations first, the others take plain steps first and abstain from
+destinations while they run them — their share of each limit goes to the drains that call.
+What each drain claims is decided by executions/worker/policy.py (tested table-driven in
+tests/unit/test_claim_policy.py); here: the roles read from the live drain slots, the
+abstain lock, and the budget SQL that divides a limit by them."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from typing import Any
+import threading
+import time
 
 import psycopg
 import pytest
 from django.db import connection
 
-from executions import kick, worker
-from executions.models import Destination, Step
+from executions import kick
+from executions.models import Step
 from executions.worker import Drain
-from tests.support import helpers
+from executions.worker.roles import Roles
+from tests.support import factories, handlers, helpers
 
 pytestmark = pytest.mark.django_db
-
-NOOP = {"start": "work", "vertices": {"work": {"type": "TASK", "handler": "demo.noop"}}}
 
 OTHER_DRAINS = "SELECT pg_advisory_lock(%s, %s)"
 
@@ -30,17 +28,6 @@ ABSTAINING = """
     SELECT objid::int FROM pg_locks
     WHERE locktype = 'advisory' AND classid = %s AND objsubid = 2 AND granted
 """
-
-
-@pytest.fixture
-def backlog(workspace) -> Destination:
-    """40 plain steps and 30 destination-bound steps, all due."""
-    api = helpers.waiting_calls(workspace, 30, concurrency_limit=30)
-    helpers.publish(workspace, "plain", NOOP)
-    for i in range(40):
-        helpers.start(workspace, "plain", {"i": i})
-    helpers.make_due()
-    return api
 
 
 @pytest.fixture
@@ -55,126 +42,37 @@ def live_slots():
         other.execute("SELECT pg_advisory_unlock_all()")
 
 
-def holding_drain(slot: int | None, *, bound_cap: int) -> Drain:
-    """A drain whose claimed steps stay in flight (they never run): its claims are what is
-    under test. It claims up to 10 plain steps and ``bound_cap`` destination steps."""
-    drain = Drain(threads=0, batch=10, slot=slot)
-    drain.bound_cap = bound_cap
-
-    def hold(entry: Any) -> None:
-        drain.in_flight[Future()] = entry
-
-    drain._start = hold  # type: ignore[method-assign]
-    return drain
-
-
-def claimed(drain: Drain, before: set[int]) -> tuple[int, int]:
-    """(plain, bound) steps the drain claimed since ``before`` (step ids in flight then)."""
-    new = [entry for entry in drain.in_flight.values() if entry.run.step_id not in before]
-    return sum(not entry.bound for entry in new), sum(entry.bound for entry in new)
-
-
-def in_flight(drain: Drain) -> set[int]:
-    return {entry.run.step_id for entry in drain.in_flight.values()}
-
-
-def forget(drain: Drain, *, bound: bool, keep: int = 0) -> None:
-    """Steps of one kind finished but ``keep`` (their results do not matter here; their rows
-    stay RUNNING, so a destination step's slot stays held)."""
-    for future in [future for future, entry in drain.in_flight.items() if entry.bound == bound][keep:]:
-        del drain.in_flight[future]
-
-
 def abstaining() -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(ABSTAINING, [kick.ABSTAIN_CLASS])
         return {row[0] for row in cursor.fetchall()}
 
 
-def test_the_lowest_live_drain_takes_no_plain_step_while_its_calls_run(backlog, live_slots):
+def test_roles_follow_the_live_drain_slots(live_slots):
+    """Which drain calls is read from the drain slots held (pg_locks); the decision itself is
+    policy.role_of (tests/unit/test_claim_policy.py)."""
+    assert Roles(0).current() == "both", "no other drain alive"
     live_slots(0, 1)
-    drain = holding_drain(0, bound_cap=10)
-    drain._claim_and_submit()
-    assert claimed(drain, set()) == (10, 10), "nothing in flight yet: it takes both kinds"
-
-    forget(drain, bound=False)
-    forget(drain, bound=True, keep=5)
-    before = in_flight(drain)
-    drain._claim_and_submit()
-    assert claimed(drain, before) == (0, 5), "calls in flight: destination steps only, plain room unused"
-
-    forget(drain, bound=True)
-    before = in_flight(drain)
-    drain._claim_and_submit()
-    plain, _ = claimed(drain, before)
-    assert plain > 0, "no call in flight: plain steps again (neither kind starves)"
+    assert Roles(0).current() == "calls", "the lowest live slot calls destinations first"
+    assert Roles(1).current() == "plain"
+    assert Roles(None).current() == "both", "a drain outside a slot (a test, a command) does both"
 
 
-def test_another_drain_takes_no_destination_step_while_its_plain_steps_run(backlog, live_slots, monkeypatch):
+def test_an_abstaining_drain_holds_its_lock_in_its_slot_until_it_stops(live_slots):
     live_slots(0, 1)
-    drain = holding_drain(1, bound_cap=4)
-    drain._claim_and_submit()
-    assert claimed(drain, set()) == (10, 4), "nothing in flight yet: it takes both kinds"
-    assert abstaining() == set()
-
-    forget(drain, bound=True)
-    forget(drain, bound=False, keep=5)
-    before = in_flight(drain)
-    drain._claim_and_submit()
-    assert claimed(drain, before) == (5, 0), "plain steps in flight: no destination step"
-    assert abstaining() == {1}, "and its share of every destination goes to the drains that call"
-
-    forget(drain, bound=False)
-    before = in_flight(drain)
-    drain._claim_and_submit()
-    assert claimed(drain, before)[1] == 0, "plain steps ran a moment ago (a gap in a backlog): still none"
+    roles = Roles(1)
+    roles.abstain(True)
+    roles.abstain(True)  # held already: nothing more
     assert abstaining() == {1}
-
-    forget(drain, bound=False)
-    monkeypatch.setattr(worker, "ABSTAIN_LINGER", 0.0)
-    drain._claim_and_submit()
-    _, bound = claimed(drain, set())
-    assert bound > 0, "no plain step in flight for a while: it calls destinations too"
+    roles.abstain(False)
     assert abstaining() == set()
 
 
-def test_a_single_plain_step_in_flight_does_not_make_a_drain_abstain(backlog, live_slots):
-    """One plain step (a spawner between its batches, a timer) hardly slows a drain: it goes on
-    calling, instead of leaving a large limit to a drain that cannot keep it busy alone."""
+def test_a_drain_that_ends_stops_abstaining(live_slots):
     live_slots(0, 1)
-    drain = holding_drain(1, bound_cap=4)
-    drain._claim_and_submit()
-    forget(drain, bound=True)
-    forget(drain, bound=False, keep=1)
-    before = in_flight(drain)
-    drain._claim_and_submit()
-    _, bound = claimed(drain, before)
-    assert bound == 4, "a lone plain step in flight: it still takes destination steps"
-    assert abstaining() == set()
-
-
-def test_a_drain_alone_takes_both_kinds_as_before(backlog, live_slots):
-    live_slots(0)
-    drain = holding_drain(0, bound_cap=20)
-    drain._claim_and_submit()
-    assert claimed(drain, set()) == (10, 20)
-    forget(drain, bound=False)
-    forget(drain, bound=True, keep=10)
-    before = in_flight(drain)
-    drain._claim_and_submit()
-    assert claimed(drain, before) == (10, 10), "calls in flight, and plain steps too"
-
-
-def test_a_drain_that_ends_stops_abstaining(backlog, live_slots):
-    live_slots(0, 1)
-    drain = holding_drain(1, bound_cap=4)
-    drain._claim_and_submit()
-    forget(drain, bound=True)
-    forget(drain, bound=False, keep=5)
-    drain._claim_and_submit()
+    drain = Drain(threads=0, batch=10, slot=1, max_seconds=0)  # out of time: it claims nothing and ends
+    drain.roles.abstain(True)
     assert abstaining() == {1}
-    drain.in_flight.clear()
-    drain.max_seconds = 0  # out of time: it claims nothing more and ends
     drain.run()
     assert abstaining() == set()
 
@@ -200,3 +98,36 @@ def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace, li
     assert shares == {api.pk: 7}, "the other drain abstains: the whole limit"
     assert len(helpers.claim(100, queue=True, shares=shares)) == 2, "one slot left, one step queued"
     assert shares == {api.pk: None}, "no READY step left to wait: no share to keep to"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drain_of_the_plain_role_abstains_while_it_runs_plain_steps_and_stops_when_it_ends(transactional_db,
+                                                                                            live_slots):
+    """End to end: the decision (policy.decide), the role (roles.Roles) and the lock, as a
+    drain in slot 1 beside a drain in slot 0 runs plain steps that stay in flight."""
+    workspace = factories.default_workspace()
+    helpers.publish(workspace, "held", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "test.hold"}}})
+    for i in range(3):
+        helpers.start(workspace, "held", {"i": i})
+    live_slots(0, 1)
+    gate = handlers.hold_gate.reset()
+
+    def run() -> None:
+        try:
+            Drain(threads=4, batch=10, slot=1, idle_seconds=0, linger=False).run()
+        finally:
+            connection.close()  # this thread's own
+
+    drain = threading.Thread(target=run)
+    drain.start()
+    try:
+        assert gate.started.wait(20)
+        deadline = time.monotonic() + 20
+        while abstaining() != {1}:  # its next claim, with three plain steps in flight
+            assert time.monotonic() < deadline, "the drain never abstained"
+            time.sleep(0.05)
+    finally:
+        gate.release.set()
+        drain.join(timeout=30)
+    assert not drain.is_alive()
+    assert abstaining() == set(), "an ended drain abstains no more"

@@ -136,14 +136,25 @@ def test_destination_calls_latency_errors_and_slots(workspace, scrape, committed
     assert after[("schemabridge_destination_waiting", tuple(sorted(labels.items())))] == 0
 
 
-def test_drain_errors_are_counted(monkeypatch):
+def test_drain_errors_are_counted(monkeypatch, db):
+    """An unexpected error in a drain's turn is counted, and the drain goes on."""
     from executions.platform import metrics
-    from executions.worker import Drain
+    from executions.worker import Drain, loop, policy
+
+    real_decide, decisions = policy.decide, []
+
+    def decide(view: policy.DrainView) -> policy.Claim:
+        decisions.append(view)
+        if len(decisions) == 1:
+            raise RuntimeError("boom")
+        return real_decide(view)
 
     before = metrics.DRAIN_ERRORS.labels("unexpected")._value.get()
-    monkeypatch.setattr("executions.worker.time.sleep", lambda seconds: None)
-    Drain(threads=0)._recover(RuntimeError("boom"))
+    monkeypatch.setattr(loop.policy, "decide", decide)
+    monkeypatch.setattr(loop.time, "sleep", lambda seconds: None)  # the back-off after a failing turn
+    Drain(threads=0, linger=False).run()
     assert metrics.DRAIN_ERRORS.labels("unexpected")._value.get() == before + 1
+    assert len(decisions) == 2, "the drain went on to its next turn"
 
 
 def test_counting_never_breaks_the_work(monkeypatch, caplog):

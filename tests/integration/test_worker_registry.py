@@ -13,6 +13,7 @@ from django.db import connection
 from executions import kick, registry, worker
 from executions.core import leases
 from executions.models import WorkerProcess
+from executions.worker import loop, slots
 from tests.support import helpers
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,7 @@ def held_slots() -> Iterator[list[int]]:
     def hold(slot: int) -> None:
         session = psycopg.connect(**connection.get_connection_params(), autocommit=True)
         sessions.append(session)
-        row = session.execute(worker.TRY_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot}).fetchone()
+        row = session.execute(slots.TRY_SLOT, {"class": kick.ADVISORY_CLASS, "slot": slot}).fetchone()
         assert row is not None and row[0]
         taken.append(slot)
 
@@ -114,15 +115,15 @@ def test_a_drain_takes_a_slot_only_while_fewer_drains_than_live_workers(monkeypa
         register(cursor, "host-b", 2, monkeypatch)
     held_slots(0)
     held_slots(1)
-    assert worker._take_slot() is None  # two live workers, two drains alive
+    assert slots.take() is None  # two live workers, two drains alive
     with connection.cursor() as cursor:
         register(cursor, "host-c", 3, monkeypatch)
-    slot = worker._take_slot()
+    slot = slots.take()
     try:
         assert slot == 2
     finally:
         if slot is not None:
-            worker._release_slot(slot)
+            slots.release(slot)
 
 
 def test_a_kick_enqueues_a_drain_only_while_a_slot_is_free(monkeypatch, held_slots):
@@ -161,7 +162,7 @@ def test_a_busy_drain_asks_for_help_again_when_its_request_was_refused(workspace
         return len(asked) > 1  # the first request is refused, the next one enqueues
 
     monkeypatch.setattr(kick, "request_drain", request_drain)
-    monkeypatch.setattr(worker, "HELP_RETRY", 0.0)
+    monkeypatch.setattr(loop, "HELP_RETRY", 0.0)
     helpers.publish(workspace, "noop", helpers.NOOP)
     for index in range(12):
         helpers.start(workspace, "noop", {"i": index})

@@ -61,3 +61,28 @@ async def async_wait(data: Any, context: HandlerContext) -> Any:
     if data.get("fail"):
         raise NonRetryable("asked to fail")
     return {"waited": data.get("seconds", 0.2), "key": context.idempotency_key}
+
+
+class Hold:
+    """What ``test.hold`` waits for: ``started`` is set when a step enters it, and it returns
+    once ``release`` is set (or after 30 s, so a failing test cannot hang a thread)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def reset(self) -> Hold:
+        self.started.clear()
+        self.release.clear()
+        return self
+
+
+hold_gate = Hold()
+
+
+@handler("test.hold")
+def hold(data: Any, context: HandlerContext) -> Any:
+    """Runs until the test releases it (``hold_gate``)."""
+    hold_gate.started.set()
+    hold_gate.release.wait(30)
+    return {"attempt": context.attempt}

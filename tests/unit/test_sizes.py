@@ -22,12 +22,9 @@ LONG_MODULES: dict[str, str] = {
                                 "guarded statement that applies them, so the status-write test names one file",
     "workflows/dsl/parser.py": "the DSL's one parser: a rule per vertex kind and field, each reporting its JSON path",
     "executions/destinations/outbound.py": "its sync httpx path goes with one HTTP stack (issue 27 §4)",
-    "executions/worker.py": "being split into the executions/worker/ package (issue 27 §3)",
 }
 # "path:Class" -> why it may be longer.
-LONG_CLASSES: dict[str, str] = {
-    "executions/worker.py:Drain": "being split into the executions/worker/ package (issue 27 §3)",
-}
+LONG_CLASSES: dict[str, str] = {}
 
 
 def product_modules() -> list[Path]:

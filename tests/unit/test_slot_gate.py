@@ -1,13 +1,14 @@
-"""worker.SlotGate: a drain's slots at one destination and the steps queued for them (S11)."""
+"""gates.SlotGate: a drain's slots at one destination and the steps queued for them (S11)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from types import SimpleNamespace
 
-from executions.worker import Drain, InFlight, SlotGate
+from executions.worker import handover
+from executions.worker.gates import SlotGate
+from executions.worker.inflight import InFlight
 
 
 def gate_with(started: list[int]) -> tuple[SlotGate, Callable[..., None]]:
@@ -72,7 +73,7 @@ def test_nothing_starts_while_the_drains_leases_may_have_lapsed():
     assert started == [1, 2, 3]
 
 
-# --- the drain's side: slots handed over in a commit ------------------------------------------
+# --- the drain's side: slots handed over in a commit (handover.hand_over, handover.taken_over) ---------
 
 def _entry(step_id: int, gate: SlotGate, *, holds_slot: bool, admitted: float = 0.0) -> InFlight:
     claimed = SimpleNamespace(destination_id=7, lease=(step_id, f"token-{step_id}"), holds_slot=holds_slot)
@@ -81,14 +82,7 @@ def _entry(step_id: int, gate: SlotGate, *, holds_slot: bool, admitted: float = 
     return entry
 
 
-def _drain_with(gate: SlotGate, entries: list[InFlight]) -> Drain:
-    drain = Drain(threads=0)
-    drain.gates = {7: gate}
-    drain.in_flight = {Future(): entry for entry in entries}  # type: ignore[misc]
-    return drain
-
-
-def test_a_call_that_ends_while_the_drain_commits_starts_the_next_queued_step_at_once(monkeypatch):
+def test_a_call_that_ends_while_the_drain_commits_starts_the_next_queued_step_at_once():
     """Two slots. Step 1's call ended and step 3 started in its slot; while the drain commits
     step 1 (handing its slot to step 3), step 2's call ends: step 4, queued, must start in
     step 2's slot then and there — not wait for the commit to finish."""
@@ -98,21 +92,17 @@ def test_a_call_that_ends_while_the_drain_commits_starts_the_next_queued_step_at
     assert started == [1, 2, 3]
     finished = _entry(1, gate, holds_slot=True, admitted=1.0)
     taker = _entry(3, gate, holds_slot=False, admitted=2.0)
-    drain = _drain_with(gate, [_entry(2, gate, holds_slot=True, admitted=1.0), taker,
-                               _entry(4, gate, holds_slot=False)])
-
-    def commit(results, takers):
-        gate.release()  # call 2 ends during the commit
-        assert started == [1, 2, 3, 4], "the slot of the ended call went to the queued step at once"
-        return {lease[0] for lease in takers}
-
-    monkeypatch.setattr(drain, "_commit_or_wait", commit)
-    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
+    in_flight = [_entry(2, gate, holds_slot=True, admitted=1.0), taker, _entry(4, gate, holds_slot=False)]
+    takers = handover.hand_over([finished], in_flight)
+    assert takers == [taker], "the queued step running in step 1's slot takes it over"
+    gate.release()  # call 2 ends during the commit
+    assert started == [1, 2, 3, 4], "the slot of the ended call went to the queued step at once"
+    handover.taken_over(takers, {3})  # the commit granted it
     assert taker.holds_slot, "step 3 took step 1's slot over in the commit"
     assert (gate.slots, gate.active) == (2, 2)
 
 
-def test_a_slot_the_commit_does_not_hand_over_is_taken_back_from_the_gate(monkeypatch):
+def test_a_slot_the_commit_does_not_hand_over_is_taken_back_from_the_gate():
     """The limit was lowered meanwhile: the database refuses the take-over, so the gate counts
     one slot less, and nothing more starts until the calls running in it end."""
     started: list[int] = []
@@ -123,28 +113,35 @@ def test_a_slot_the_commit_does_not_hand_over_is_taken_back_from_the_gate(monkey
     gate.release()  # call 1 ended: step 2 runs in its slot
     finished = _entry(1, gate, holds_slot=True, admitted=1.0)
     taker = _entry(2, gate, holds_slot=False, admitted=2.0)
-    drain = _drain_with(gate, [taker, _entry(3, gate, holds_slot=False)])
-    monkeypatch.setattr(drain, "_commit_or_wait", lambda results, takers: set())
-    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
+    takers = handover.hand_over([finished], [taker, _entry(3, gate, holds_slot=False)])
+    handover.taken_over(takers, set())  # the commit granted nothing
     assert not taker.holds_slot
     assert (gate.slots, gate.active) == (0, 1), "step 2 runs on; the gate holds no slot"
     gate.release()
     assert started == [1, 2], "step 3 waits for a slot the database grants"
 
 
-def test_a_finished_step_nobody_took_over_gives_its_slot_up_before_the_commit(monkeypatch):
+def test_a_finished_step_nobody_took_over_gives_its_slot_up_before_the_commit():
     started: list[int] = []
     gate, step = gate_with(started)
     step(1, holds_slot=True)
     gate.release()  # call 1 ended; nothing queued
     finished = _entry(1, gate, holds_slot=True, admitted=1.0)
-    drain = _drain_with(gate, [])
-    seen: list[int] = []
-    monkeypatch.setattr(drain, "_commit_or_wait", lambda results, takers: seen.append(gate.slots) or set())
-    drain._commit([(finished.run, None)], drain._hand_over([finished]))  # type: ignore[list-item]
-    assert seen == [0], "the gate stopped counting the slot before the database gave it up"
+    assert handover.hand_over([finished], []) == []
+    assert gate.slots == 0, "the gate stopped counting the slot before the database gave it up"
     step(2, holds_slot=False)
     assert started == [1], "a step queued afterwards waits for a slot"
+
+
+def test_queued_steps_a_claim_promoted_into_free_slots_start_in_them():
+    started: list[int] = []
+    gate, step = gate_with(started)
+    step(1, holds_slot=False)
+    queued = _entry(1, gate, holds_slot=False)
+    assert started == [], "queued: no slot of its own yet"
+    handover.promoted([queued])
+    assert queued.holds_slot
+    assert started == [1]
 
 
 def test_a_gate_above_its_share_starts_nothing_until_it_is_back_under_it():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import CancelledError, Future, InvalidStateError
 
 import pytest
@@ -88,9 +87,7 @@ def test_result_waits_for_another_thread_and_times_out(make):
     with pytest.raises(TimeoutError):
         future.result(timeout=0.01)
     threading.Timer(0.05, future.set_result, ["later"]).start()
-    started = time.monotonic()
-    assert future.result(timeout=5) == "later"
-    assert time.monotonic() - started < 4
+    assert future.result(timeout=5) == "later", "woken by the other thread's result, within the deadline"
 
 
 def test_settling_from_many_threads_settles_once_and_calls_back_once(make):

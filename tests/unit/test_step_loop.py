@@ -1,7 +1,6 @@
-"""The drain's event loop (worker.StepLoop): steps started from the drain's thread are
-batched — one wake-up of the loop per batch, not one per step — and still each settles its
-own future, a future cancelled before its task exists never runs, and cancelling a running
-one cancels its task."""
+"""The drain's event loop (pools.StepLoop): steps started from the drain's thread while the
+loop is busy all run, in order, and each settles its own future; a future cancelled before
+its task exists never runs, and cancelling a running one cancels its task."""
 
 from __future__ import annotations
 
@@ -11,17 +10,17 @@ from concurrent.futures import CancelledError, Future
 
 import pytest
 
-from executions import worker
+from executions.worker.pools import StepLoop
 
 
 @pytest.fixture
 def step_loop():
-    loop = worker.StepLoop()
+    loop = StepLoop()
     yield loop
     loop.shutdown()
 
 
-def block(step_loop: worker.StepLoop) -> threading.Event:
+def block(step_loop: StepLoop) -> threading.Event:
     """Keep the loop busy until the returned event is set (so starts pile up)."""
     release, busy = threading.Event(), threading.Event()
 
@@ -34,30 +33,24 @@ def block(step_loop: worker.StepLoop) -> threading.Event:
     return release
 
 
-def test_starts_from_another_thread_wake_the_loop_once_per_batch_and_each_settles(step_loop, monkeypatch):
-    wakes: list[object] = []
-    real = step_loop.loop.call_soon_threadsafe
-
-    def counting(callback, *args):
-        wakes.append(callback)
-        return real(callback, *args)
-
+def test_starts_made_while_the_loop_is_busy_all_run_in_order_and_each_settles_its_own_future(step_loop):
+    ran: list[int] = []
     release = block(step_loop)
-    monkeypatch.setattr(step_loop.loop, "call_soon_threadsafe", counting)
 
     async def double(n: int) -> int:
+        ran.append(n)
         await asyncio.sleep(0)
         return 2 * n
 
     futures = [Future() for _ in range(10)]
     for n, future in enumerate(futures):
         step_loop.start(double(n), future)
-    assert len(wakes) == 1, "one wake-up for the ten starts made while the loop was busy"
+    assert not any(future.done() for future in futures), "the loop is busy: nothing ran yet"
     release.set()
     assert [future.result(timeout=5) for future in futures] == [2 * n for n in range(10)]
+    assert ran == list(range(10)), "started in the order they were handed over"
     step_loop.start(double(21), after := Future())
-    assert after.result(timeout=5) == 42
-    assert len(wakes) == 2, "a start after the batch was taken wakes the loop again"
+    assert after.result(timeout=5) == 42, "a start after the batch was taken runs too"
 
 
 def test_an_exception_settles_the_future(step_loop):

@@ -1,0 +1,125 @@
+"""A drain's slots at each destination (S11): which queued step may start a call
+(handover.py gives a finished step's slot to the queued step that took its place)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from executions.core import leases
+
+
+class SlotGate:
+    """The slots one drain holds at one destination (S11), and the steps queued for them.
+
+    ``slots`` is how many of the drain's RUNNING steps there hold a slot in the database;
+    ``active`` how many calls really run. A queued step starts as soon as ``active < slots``
+    (and the drain's leases are known to be valid: a drain whose heartbeat is late starts
+    nothing, since its slots may have been reaped). A call that ends starts the next queued
+    step at once, on whatever thread it ended on, in the slot its own step still holds until
+    the drain commits it; that commit hands the slot to the step that took its place
+    (leases.take_over_slots), so the database never counts fewer slots than calls run.
+    ``share``: while other drains wait for slots, a call that ends with ``share`` calls or
+    more still running starts nothing: its slot is given up at the commit (handover.hand_over),
+    so a drain that took the whole limit hands the surplus back as its calls end.
+    Thread-safe: calls end on the event loop or on step threads; the drain's thread claims,
+    commits and renews."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.slots = 0
+        self.active = 0
+        self.queue: deque[Callable[[], None]] = deque()
+        self.valid_until = 0.0  # monotonic time after which nothing starts until a renewal
+        self.share: int | None = None  # the slots this drain may use now (None: all it holds)
+
+    def submit(self, start: Callable[[], None], *, holds_slot: bool) -> None:
+        """Queue a claimed step's start (a step claimed into a free slot brings the slot)."""
+        with self.lock:
+            self.slots += holds_slot
+            self.queue.append(start)
+            ready = self._ready()
+        self._run(ready)
+
+    def release(self) -> None:
+        """A call ended: its slot goes to the next queued step, if any."""
+        with self.lock:
+            self.active -= 1
+            ready = self._ready()
+        self._run(ready)
+
+    def resize(self, delta: int) -> None:
+        """Slots taken over (+) or given up (-) in the database."""
+        with self.lock:
+            self.slots += delta
+            ready = self._ready()
+        self._run(ready)
+
+    def limit_to(self, share: int | None) -> None:
+        with self.lock:
+            self.share = share
+            ready = self._ready()
+        self._run(ready)
+
+    def renewed(self, valid_until: float) -> None:
+        with self.lock:
+            self.valid_until = max(self.valid_until, valid_until)
+            ready = self._ready()
+        self._run(ready)
+
+    def _ready(self) -> list[Callable[[], None]]:
+        ready: list[Callable[[], None]] = []
+        if self.queue and time.monotonic() < self.valid_until:
+            room = self.slots if self.share is None else min(self.slots, self.share)
+            while self.queue and self.active < room:
+                self.active += 1
+                ready.append(self.queue.popleft())
+        return ready
+
+    @staticmethod
+    def _run(ready: list[Callable[[], None]]) -> None:
+        for start in ready:
+            start()
+
+
+class Gates:
+    """This drain's SlotGate of each destination it holds slots at (or queues for)."""
+
+    def __init__(self) -> None:
+        self.by_destination: dict[int, SlotGate] = {}
+
+    def __iter__(self) -> Iterator[SlotGate]:
+        return iter(self.by_destination.values())
+
+    def __bool__(self) -> bool:
+        return bool(self.by_destination)
+
+    def get(self, destination: int) -> SlotGate | None:
+        return self.by_destination.get(destination)
+
+    def of(self, destination: int) -> SlotGate:
+        """The gate of ``destination``, made on its first step."""
+        return self.by_destination.get(destination) or self.by_destination.setdefault(destination, SlotGate())
+
+    def queues(self) -> list[tuple[int, int]]:
+        """(steps queued, slots held) of each gate: what the claim policy reads."""
+        return [(len(gate.queue), gate.slots) for gate in self.by_destination.values()]
+
+    def limit_to(self, shares: dict[int, int | None]) -> None:
+        """The shares of each destination's limit the claim found for this drain."""
+        for destination, share in shares.items():
+            if (gate := self.by_destination.get(destination)) is not None:
+                gate.limit_to(share)
+
+    def renewed(self, since: float) -> None:
+        """Leases renewed (or taken) at monotonic time ``since`` stay valid for two thirds of
+        their length (the heartbeat renews at one third): queued steps may start until then."""
+        for gate in self.by_destination.values():
+            gate.renewed(since + leases.lease_seconds() * 2 / 3)
+
+    def prune(self) -> None:
+        """Forget the gate of a destination this drain holds nothing at any more (an entry
+        still pointing at it holds no slot there)."""
+        self.by_destination = {d: g for d, g in self.by_destination.items() if g.slots > 0 or g.active or g.queue}
