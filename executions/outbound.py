@@ -27,6 +27,7 @@ import functools
 import ipaddress
 import json
 import logging
+import os
 import socket
 import ssl
 import threading
@@ -228,6 +229,19 @@ def _allowed(host: str, addresses: list[Address]) -> list[Address]:
                          f"outbound calls reach public addresses only unless SB_OUTBOUND_ALLOW opens it")
 
 
+def is_literal(host: str) -> bool:
+    """Whether ``host`` is an IP address (not a name to resolve)."""
+    return _literal(host) is not None
+
+
+def check_address(host: str, port: int) -> None:
+    """Raise AddressRefused unless the policy allows the IP literal ``host``."""
+    literal = _literal(host)
+    if literal is None:
+        raise ValueError(f"{host!r} is not an IP address")
+    _allowed(host, [literal])
+
+
 def check_literal_host(host: str) -> str | None:
     """Why a URL whose host is an IP literal can never be called (None when it can, or when
     the host is a name: names are checked when they are resolved, at call time)."""
@@ -343,6 +357,9 @@ class InvalidRequest(OutboundError):
 
 async def close_async_clients() -> None:
     """Close this loop's idle keep-alive connections; call before the loop ends."""
+    from executions import aiohttp_transport  # it imports this module
+
+    await aiohttp_transport.close()
     await http11.close_all()
 
 
@@ -420,6 +437,18 @@ def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
 
 async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
                       timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, pool: Any = None) -> Fetched:
+    """One call on the running event loop under the contracts above."""
+    if os.environ.get("SB_HTTP_TRANSPORT", "aiohttp") == "aiohttp":
+        from executions import aiohttp_transport  # it imports this module
+
+        return await aiohttp_transport.fetch(method, url, json_body=json_body, headers=headers, timeout=timeout,
+                                             max_bytes=max_bytes)
+    return await _fetch_http11(method, url, json_body=json_body, headers=headers, timeout=timeout,
+                               max_bytes=max_bytes, pool=pool)
+
+
+async def _fetch_http11(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
+                        timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, pool: Any = None) -> Fetched:
     """``fetch`` on the running event loop, under the same contracts (checked and pinned
     addresses, no redirects, no proxies, the byte cap, one deadline), through ``http11``'s
     keep-alive connections. ``pool`` names the pool to use (the drain passes the destination's
@@ -482,6 +511,12 @@ class _Target:
     def host_header(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
+
+
+def parse_url(url: str) -> _Target:
+    """Where ``url`` points (cached): only http and https URLs with a host; raises
+    AddressRefused or InvalidRequest."""
+    return _target(url)
 
 
 @functools.lru_cache(maxsize=4096)
