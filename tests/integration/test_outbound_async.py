@@ -2,8 +2,8 @@
 in a drain): the same checks as the blocking client, observed on loopback test servers.
 
 Refusals of other addresses are proven without sending a packet: the resolver is patched and
-the event loop's ``create_connection`` — the only way ``http11`` opens a socket — is spied on
-(and refuses anything but loopback)."""
+the event loop's ``sock_connect`` — where the transport's connector connects a socket — is
+spied on (and refuses anything but loopback)."""
 
 from __future__ import annotations
 
@@ -18,24 +18,15 @@ from executions import destinations, outbound
 from executions.models import Destination, DestinationCall, Step
 from tests.support import helpers
 from tests.support.httpserver import serve
+from tests.support.outbound import spy_on_connects
 
 LOOPBACK = ("127.", "::1")
 
 
 @pytest.fixture
 def connects(monkeypatch) -> list[str]:
-    """Every address the async backend connects to; a non-loopback one is refused before connecting."""
-    seen: list[str] = []
-    real = asyncio.BaseEventLoop.create_connection
-
-    async def spy(loop: asyncio.BaseEventLoop, protocol: Any, host: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append(host)
-        if not host.startswith(LOOPBACK):
-            raise AssertionError(f"a test tried to connect to {host}")
-        return await real(loop, protocol, host, *args, **kwargs)
-
-    monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", spy)
-    return seen
+    """Every address the transport connects to; a non-loopback one is refused before connecting."""
+    return spy_on_connects(monkeypatch)
 
 
 @pytest.fixture
