@@ -117,7 +117,7 @@ async def fetch(method: str, url: str, *, json_body: Any = None, headers: dict[s
         # One deadline for the whole call: resolving, connecting, TLS, sending, every read.
         async with asyncio.timeout(timeout):
             if target.literal:
-                outbound.check_address(target.host, target.port)
+                outbound.check_address(target.host)
             response = await _session().request(method, target.url, data=body, headers=sent,
                                                 allow_redirects=False)
             try:
