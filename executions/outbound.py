@@ -1,4 +1,5 @@
-"""Outbound HTTP safety: every call a destination makes goes through ``fetch``.
+"""Outbound HTTP safety: every call a destination makes goes through ``fetch_async`` (or
+``fetch``, the same call for a thread without an event loop), carried by ``http11``.
 
 Contracts (docs/security.md, "Outbound HTTP"):
 
@@ -13,9 +14,10 @@ Contracts (docs/security.md, "Outbound HTTP"):
 - **Size.** The body is read in chunks up to ``max_bytes``; one byte more fails the call and
   drops the connection. Compressed bodies are not accepted (``Accept-Encoding: identity``),
   so the cap counts the bytes that are kept, not a compressed stand-in for them.
-- **Time.** ``timeout`` is one deadline for the whole call (connect, TLS, send, every read):
-  each socket operation waits at most for the time left, so a server that trickles one byte
-  at a time is cut off at the deadline.
+- **Time.** ``timeout`` is one deadline for the whole call (lookup, connect, TLS, send, every
+  read), so a server that trickles one byte at a time is cut off at the deadline.
+- **Sending again.** A request that may have reached the server (written, no answer) is sent
+  again only when its method is idempotent or it carries an ``Idempotency-Key`` (http11.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import functools
 import ipaddress
 import json
 import logging
-import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -217,26 +218,6 @@ def _allowed(host: str, addresses: list[Address]) -> list[Address]:
                          f"outbound calls reach public addresses only unless SB_OUTBOUND_ALLOW opens it")
 
 
-def is_literal(host: str) -> bool:
-    """Whether ``host`` is an IP address (not a name to resolve)."""
-    return _literal(host) is not None
-
-
-def check_address(host: str) -> None:
-    """Raise AddressRefused unless the policy allows the IP literal ``host``."""
-    _check_literal(host, settings.SB.get("OUTBOUND_ALLOW", ""))
-
-
-@functools.lru_cache(maxsize=1024)
-def _check_literal(host: str, allow: str) -> None:
-    # Cached per policy text (a refusal raises, so it is never cached): parsing the address
-    # for every call cost a tenth of the call's own time.
-    literal = _literal(host)
-    if literal is None:
-        raise ValueError(f"{host!r} is not an IP address")
-    _allowed(host, [literal])
-
-
 def check_literal_host(host: str) -> str | None:
     """Why a URL whose host is an IP literal can never be called (None when it can, or when
     the host is a name: names are checked when they are resolved, at call time)."""
@@ -252,16 +233,8 @@ def check_literal_host(host: str) -> str | None:
 
 # --- the same contracts on an event loop (http11.py carries the bytes) ----------------------------
 
-@functools.cache
-def _aiohttp() -> Any:
-    from executions import aiohttp_transport  # it imports this module
-
-    return aiohttp_transport
-
-
 async def close_async_clients() -> None:
     """Close this loop's idle keep-alive connections; call before the loop ends."""
-    await _aiohttp().close()
     await http11.close_all()
 
 
@@ -316,20 +289,11 @@ def fetch(method: str, url: str, *, json_body: Any = None, headers: dict[str, st
 
 async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
                       timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, pool: Any = None) -> Fetched:
-    """One call on the running event loop under the contracts above."""
-    if os.environ.get("SB_HTTP_TRANSPORT", "aiohttp") == "aiohttp":
-        return await _aiohttp().fetch(method, url, json_body=json_body, headers=headers, timeout=timeout,
-                                             max_bytes=max_bytes)
-    return await _fetch_http11(method, url, json_body=json_body, headers=headers, timeout=timeout,
-                               max_bytes=max_bytes, pool=pool)
-
-
-async def _fetch_http11(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
-                        timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, pool: Any = None) -> Fetched:
-    """``fetch`` on the running event loop, under the same contracts (checked and pinned
+    """One call on the running event loop under the contracts above (checked and pinned
     addresses, no redirects, no proxies, the byte cap, one deadline), through ``http11``'s
-    keep-alive connections. ``pool`` names the pool to use (the drain passes the destination's
-    id). Raises OutboundError subclasses, TransportError included."""
+    keep-alive connections: the one transport of every outbound call (``fetch`` included).
+    ``pool`` names the pool to use (the drain passes the destination's id). Raises
+    OutboundError subclasses, TransportError included."""
     target = _target(url)
     body = http11.json_bytes(json_body) if json_body is not None else b""
     given = headers or {}
@@ -386,12 +350,6 @@ class _Target:
     def host_header(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
-
-
-def parse_url(url: str) -> _Target:
-    """Where ``url`` points (cached): only http and https URLs with a host; raises
-    AddressRefused or InvalidRequest."""
-    return _target(url)
 
 
 @functools.lru_cache(maxsize=4096)

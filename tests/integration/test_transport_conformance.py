@@ -1,7 +1,9 @@
 """The outbound transport against a deliberately awkward loopback server (issue 27 §4): what a
 server may legally (or illegally) do, and what ``outbound.fetch_async`` must make of it.
 
-Every case goes through the public seam (``outbound.fetch_async``); the server
+The suite ran against both transports (executions/http11.py and an aiohttp one) while both
+existed; http11 stayed (docs/performance.md, "HTTP transport: aiohttp vs http11"). Every
+case goes through the public seam (``outbound.fetch_async``); the server
 (tests/support/awkward_server.py) counts connections and the requests it read, so "was this
 request sent again?" is answered by the server, not by the client's word.
 
@@ -22,14 +24,10 @@ import pytest
 from executions import outbound
 from tests.support.awkward_server import AwkwardServer, Connection, answer, keep_alive
 
-TRANSPORTS = ["http11", "aiohttp"]
 
-
-@pytest.fixture(params=TRANSPORTS, autouse=True)
-def transport(request, monkeypatch, settings) -> str:
+@pytest.fixture(autouse=True)
+def allow_loopback(settings) -> None:
     settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8"}
-    monkeypatch.setenv("SB_HTTP_TRANSPORT", request.param)
-    return str(request.param)
 
 
 def run(coroutine: Awaitable[Any]) -> Any:
@@ -146,6 +144,48 @@ def test_concurrent_calls_each_get_a_connection_and_all_are_kept():
     assert run(scenario()) == (8, 8), "the second round reuses the eight idle connections"
 
 
+def test_a_connection_the_server_closed_while_idle_is_replaced():
+    async def one_then_close(conn: Connection) -> None:
+        await conn.request()
+        await conn.send(answer())  # says nothing of closing: the client keeps the connection
+        # and then closes it, as a server's idle timeout does
+
+    async def scenario() -> tuple[int, int, int]:
+        async with AwkwardServer(one_then_close) as server:
+            await call(server, "POST", json_body=1)
+            await asyncio.sleep(0.05)  # the close arrives while the connection is idle
+            status = (await call(server, "POST", json_body=2)).status
+            return status, server.connections, len(server.requests)
+    assert run(scenario()) == (200, 2, 2)
+
+
+def test_the_host_header_names_the_host_and_port_and_the_callers_headers_win():
+    async def scenario() -> str:
+        async with AwkwardServer(keep_alive) as server:
+            await call(server, "GET", "/p%20q?x=1", headers={"user-agent": "mine", "Accept": "text/plain"})
+            return server.requests[0].decode()
+    request = run(scenario())
+    lines = request.split("\r\n")
+    assert lines[0] == "GET /p%20q?x=1 HTTP/1.1"
+    fields = [line.lower() for line in lines[1:]]
+    port = next(line for line in fields if line.startswith("host: 127.0.0.1:")).rsplit(":", 1)[1]
+    assert port.isdigit()
+    assert "user-agent: mine" in fields and "accept: text/plain" in fields
+    assert sum(line.startswith(("user-agent:", "accept:")) for line in fields) == 2, "no second default"
+
+
+def test_a_refused_connection_is_a_retryable_transport_error():
+    async def scenario() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        await outbound.fetch_async("GET", f"http://127.0.0.1:{port}/x", timeout=5)
+    with pytest.raises(outbound.TransportError, match=r"ConnectionRefusedError|Connect call failed") as error:
+        run(scenario())
+    assert error.value.retryable is True
+
+
 # --- a server that reads the request and closes without answering --------------------------------
 
 async def read_then_close(conn: Connection) -> None:
@@ -180,6 +220,17 @@ def test_a_post_on_a_reused_connection_that_got_no_answer_is_not_sent_again():
     assert methods == ["POST", "POST"]
 
 
+def test_a_post_whose_answer_broke_off_is_not_sent_again():
+    async def half_answer(conn: Connection) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+
+    async def scenario() -> tuple[str, int]:
+        async with AwkwardServer(half_answer) as server:
+            return await outcome(server, "POST", json_body=1)
+    assert run(scenario()) == ("TransportError", 1)
+
+
 @pytest.mark.parametrize(("method", "headers"), [("GET", {}), ("PUT", {}), ("DELETE", {}),
                                                  ("POST", {"Idempotency-Key": "sb:step-1"})],
                          ids=["GET", "PUT", "DELETE", "POST-with-Idempotency-Key"])
@@ -209,10 +260,12 @@ def _flood(start: bytes, pieces: list[bytes], end: bytes = b"") -> Any:
 OVERSIZED_FIELD = _flood(b"HTTP/1.1 200 OK\r\nX-Long: ", [b"v" * 1024] * 200, b"\r\nContent-Length: 0\r\n\r\n")
 ENDLESS_FIELDS = _flood(b"HTTP/1.1 200 OK\r\n", [b"X-Field-%d: %s\r\n" % (n, b"v" * 90) for n in range(2000)])
 ENDLESS_LINE = _flood(b"HTTP/1.1 200 ", [b"O" * 1024] * 200)
+TRAILER_FLOOD = _flood(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n",
+                       [b"X-Trailer-%d: %s\r\n" % (n, b"t" * 90) for n in range(2000)])
 
 
-@pytest.mark.parametrize("scenario_", [OVERSIZED_FIELD, ENDLESS_FIELDS, ENDLESS_LINE],
-                         ids=["oversized-field", "endless-fields", "endless-status-line"])
+@pytest.mark.parametrize("scenario_", [OVERSIZED_FIELD, ENDLESS_FIELDS, ENDLESS_LINE, TRAILER_FLOOD],
+                         ids=["oversized-field", "endless-fields", "endless-status-line", "trailer-flood"])
 def test_an_oversized_head_fails_the_call_as_a_transport_error(scenario_):
     async def scenario() -> None:
         async with AwkwardServer(scenario_) as server:

@@ -11,6 +11,7 @@ right when it considers sending a request again.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -53,16 +54,18 @@ def answer(body: bytes = b"{}", *, status: str = "200 OK", headers: bytes = b"")
 
 class AwkwardServer:
     """``async with AwkwardServer(scenario) as server``: ``scenario(connection)`` runs for each
-    accepted connection; the connection closes when it returns."""
+    accepted connection; the connection closes when it returns. With ``tls``, it speaks
+    HTTPS (``url`` still says http://127.0.0.1)."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, tls: ssl.SSLContext | None = None) -> None:
         self.scenario = scenario
+        self.tls = tls
         self.connections = 0
         self.requests: list[bytes] = []
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> AwkwardServer:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.tls)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -1,6 +1,8 @@
 """The event-loop transport (executions/http11.py) through ``outbound.fetch_async``, against
 raw loopback servers written here, so each protocol case is exact: keep-alive reuse, a
-connection the server closed while idle, chunked bodies, 1xx answers, refused requests."""
+connection the server closed while idle, chunked bodies, 1xx answers, refused requests.
+The transport's conformance suite (an awkward server, the rule on sending a request again)
+is tests/integration/test_transport_conformance.py."""
 
 from __future__ import annotations
 
@@ -118,8 +120,11 @@ def test_concurrent_calls_each_get_a_connection_and_all_are_kept(allow_loopback)
 
 
 @pytest.mark.parametrize("noticed", [True, False], ids=["close-seen-while-idle", "close-seen-on-send"])
-def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_request_sent_once(
+def test_a_connection_the_server_closed_while_idle_is_replaced_and_a_keyed_request_sent_once(
         allow_loopback, monkeypatch, noticed):
+    """A POST carrying an Idempotency-Key (as every HTTP step's does) that meets a stale
+    connection is sent again on a new one; without the key it is not (the conformance suite,
+    tests/integration/test_transport_conformance.py)."""
     if not noticed:  # the close races the reuse: found only when the request meets it
         monkeypatch.setattr(http11.Connection, "usable", lambda self, now: True)
 
@@ -131,9 +136,11 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_request_s
 
     async def scenario() -> tuple[int, int, int]:
         async with RawServer(one_then_close) as server:
-            await outbound.fetch_async("POST", f"{server.url}/x", json_body=1, timeout=5, pool="d")
+            key = {"Idempotency-Key": "sb:step-1"}
+            await outbound.fetch_async("POST", f"{server.url}/x", json_body=1, headers=key, timeout=5, pool="d")
             await asyncio.sleep(0.05)  # the close arrives while the connection is idle
-            status = (await outbound.fetch_async("POST", f"{server.url}/x", json_body=2, timeout=5, pool="d")).status
+            status = (await outbound.fetch_async("POST", f"{server.url}/x", json_body=2, headers=key, timeout=5,
+                                                 pool="d")).status
             return status, server.connections, len(server.requests)
     status, connections, requests = run(scenario())
     assert (status, connections, requests) == (200, 2, 2)
