@@ -1,3 +1,5 @@
+import os
+
 from django.apps import AppConfig
 
 
@@ -7,3 +9,11 @@ class BenchConfig(AppConfig):
 
     name = "bench"
     verbose_name = "Benchmarks and chaos (SB_DEMO=1)"
+
+    def ready(self) -> None:
+        # A benchmark's worker processes count their statements (bench/instrumentation.py);
+        # the product itself carries no benchmark code.
+        if os.environ.get("SB_COUNT_QUERIES_DIR"):
+            from bench import instrumentation
+
+            instrumentation.install(os.environ["SB_COUNT_QUERIES_DIR"])

@@ -158,13 +158,13 @@ class Cluster:
         return round(max(self.peak_rss.values(), default=0) / 2**20, 1)
 
     def queries(self) -> int:
-        from executions.worker import instrumentation
+        from bench import instrumentation
 
         return int(sum(count for count, _ in instrumentation.read(self.query_dir).values()))
 
     def query_profile(self, top: int = 12) -> list[dict[str, Any]]:
         """Database time by statement shape, largest first (for docs/performance.md)."""
-        from executions.worker import instrumentation
+        from bench import instrumentation
 
         totals = instrumentation.read(self.query_dir)
         ranked = sorted(totals.items(), key=lambda item: -item[1][1])[:top]

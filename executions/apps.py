@@ -23,10 +23,3 @@ class ExecutionsConfig(AppConfig):
         notify.on_work_created(kick.request_drain)  # work made ready wakes a drain (coalesced)
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
         runtime.install()  # before qcluster builds its queues: a SIGKILLed idle worker must not wedge them
-
-        import os
-
-        if os.environ.get("SB_COUNT_QUERIES_DIR"):
-            from executions.worker import instrumentation
-
-            instrumentation.install(os.environ["SB_COUNT_QUERIES_DIR"])

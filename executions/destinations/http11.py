@@ -25,10 +25,15 @@ It keeps ``outbound``'s contracts, which its callers and tests rely on:
   closes its connection (it is never handed back half-read).
 
 A connection goes back to its pool only after a complete exchange that both sides mean to
-keep alive; one found closed, or idle past ``KEEPALIVE_EXPIRY``, is dropped. A request that
-fails on a *reused* connection before any byte of the answer arrived (the server closed it
-while it was idle) is sent once more on a new connection — the only case in which the server
-cannot have seen it.
+keep alive; one found closed, or idle past ``KEEPALIVE_EXPIRY``, is dropped.
+
+**Sending again.** A request that fails on a *reused* connection before any byte of the
+answer arrived is sent once more on a new connection only when that cannot act twice: its
+method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or it carries an
+``Idempotency-Key`` (every HTTP step's does: the server drops the repeat). The failure
+usually means the server closed the connection while it was idle, but not always: a server
+may have read the request, acted on it, and dropped the connection before answering (RFC
+9112 §9.3.1). Any other request fails the call, and the step's ``retry`` decides.
 """
 
 from __future__ import annotations
@@ -192,9 +197,21 @@ async def exchange(pool_key: Any, connect: Callable[[], Awaitable[Connection]], 
     if conn is not None:
         try:
             return await _over(conn, pool, method, target, headers, body, max_bytes, too_large)
-        except _StaleConnection:
-            pass  # the server closed it while idle: it never saw the request
+        except _StaleConnection as stale:
+            # Asked only now, when it failed: the calls that do not fail pay nothing for it.
+            if not may_send_again(method, headers):
+                cause = stale.__cause__ or stale
+                raise TransportError(_describe(cause)) from cause
     return await _over(await connect(), pool, method, target, headers, body, max_bytes, too_large, fresh=True)
+
+
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})  # RFC 9110 §9.2.2
+
+
+def may_send_again(method: str, headers: list[tuple[str, str]]) -> bool:
+    """Whether a request that may have reached the server can be sent once more: its method is
+    idempotent, or it carries an ``Idempotency-Key`` (the server recognises the repeat)."""
+    return method in IDEMPOTENT_METHODS or any(name.lower() == "idempotency-key" for name, _ in headers)
 
 
 class _StaleConnection(Exception):
@@ -311,6 +328,8 @@ class _Reading:
 async def _over(conn: Connection, pool: list[Connection], method: str, target: bytes,
                 headers: list[tuple[str, str]], body: bytes, max_bytes: int,
                 too_large: Callable[[str], Exception], *, fresh: bool = False) -> Answer:
+    """One exchange on ``conn``. On a reused connection (not ``fresh``) a failure before any
+    answer byte raises _StaleConnection: ``exchange`` decides whether to send it again."""
     keep = False
     received = False
     try:

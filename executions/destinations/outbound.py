@@ -1,4 +1,5 @@
-"""Outbound HTTP safety: every call a destination makes goes through ``fetch``.
+"""Outbound HTTP safety: every call a destination makes goes through ``fetch_async`` (or
+``fetch``, the same call for a thread without an event loop), carried by ``http11``.
 
 Contracts (docs/security.md, "Outbound HTTP"):
 
@@ -13,30 +14,25 @@ Contracts (docs/security.md, "Outbound HTTP"):
 - **Size.** The body is read in chunks up to ``max_bytes``; one byte more fails the call and
   drops the connection. Compressed bodies are not accepted (``Accept-Encoding: identity``),
   so the cap counts the bytes that are kept, not a compressed stand-in for them.
-- **Time.** ``timeout`` is one deadline for the whole call (connect, TLS, send, every read):
-  each socket operation waits at most for the time left, so a server that trickles one byte
-  at a time is cut off at the deadline.
+- **Time.** ``timeout`` is one deadline for the whole call (lookup, connect, TLS, send, every
+  read), so a server that trickles one byte at a time is cut off at the deadline.
+- **Sending again.** A request that may have reached the server (written, no answer) is sent
+  again only when its method is idempotent or it carries an ``Idempotency-Key`` (http11.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import contextvars
 import functools
 import ipaddress
 import json
 import logging
 import socket
-import ssl
-import threading
-import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore
-import httpx
+import httpx  # its URL parser only
 from django.conf import settings
 from django.core.checks import Error, register
 
@@ -72,6 +68,16 @@ class DeadlineExceeded(OutboundError):
 
 class UnsupportedEncoding(OutboundError):
     """The server compressed the body although we asked it not to."""
+
+    retryable = False
+
+
+class TransportError(OutboundError):
+    """The exchange failed on the network (no lookup, no connection, a reset, a malformed answer)."""
+
+
+class InvalidRequest(OutboundError):
+    """The request cannot be sent as given (a header value with a line break, a bad URL)."""
 
     retryable = False
 
@@ -177,48 +183,32 @@ def _from_infos(host: str, infos: list[Any]) -> list[Address]:
     # getaddrinfo may add a scope to link-local IPv6 ("fe80::1%eth0"); the address is the part before it.
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     if not addresses:
-        raise httpcore.ConnectError(f"cannot resolve {host}: no addresses")
+        raise TransportError(f"cannot resolve {host}: no addresses")
     return addresses
 
 
-def resolve(host: str, port: int) -> list[Address]:
-    """Every address ``host`` resolves to (an IP literal resolves to itself)."""
-    literal = _literal(host)
-    if literal is not None:
-        return [literal]
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as error:
-        raise httpcore.ConnectError(f"cannot resolve {host}: {error.strerror}") from error
-    return _from_infos(host, infos)
-
-
 async def resolve_async(host: str, port: int) -> list[Address]:
-    """``resolve`` on the running event loop (the lookup runs in the loop's resolver thread)."""
+    """Every address ``host`` resolves to (an IP literal resolves to itself); the lookup runs
+    in the event loop's resolver thread. Raises TransportError when there is none."""
     literal = _literal(host)
     if literal is not None:
         return [literal]
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
-        raise httpcore.ConnectError(f"cannot resolve {host}: {error.strerror}") from error
+        raise TransportError(f"cannot resolve {host}: {error.strerror}") from error
     return _from_infos(host, list(infos))
 
 
-def allowed_addresses(host: str, port: int) -> list[Address]:
+async def allowed_addresses_async(host: str, port: int) -> list[Address]:
     """The addresses ``host`` resolves to that the policy allows, in resolver order. Raises
     AddressRefused (naming the first refused address and why) when there is none."""
-    return _allowed(host, resolve(host, port))
-
-
-async def allowed_addresses_async(host: str, port: int) -> list[Address]:
-    """``allowed_addresses`` for the async path (same policy, same refusals)."""
     return _allowed(host, await resolve_async(host, port))
 
 
 def _allowed(host: str, addresses: list[Address]) -> list[Address]:
     if not addresses:
-        raise httpcore.ConnectError(f"cannot resolve {host}: no addresses")
+        raise TransportError(f"cannot resolve {host}: no addresses")
     rules = policy()
     allowed = [address for address in addresses if rules.allows(host, address)]
     if allowed:
@@ -241,105 +231,7 @@ def check_literal_host(host: str) -> str | None:
            f"unless SB_OUTBOUND_ALLOW opens it)"
 
 
-# --- the pinned, deadline-bound network layer --------------------------------------------------
-
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("outbound_deadline", default=None)
-
-
-def _time_left(timeout: float | None) -> float | None:
-    """``timeout`` shortened to the call's deadline; raises when the deadline has passed."""
-    deadline = _deadline.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise httpcore.ReadTimeout("the call's deadline passed")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self.inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, _time_left(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.inner.write(buffer, _time_left(timeout))
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, _time_left(timeout)))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self.inner.get_extra_info(info)
-
-
-class _PinnedBackend(httpcore.NetworkBackend):
-    """Resolves and checks the host, then connects to exactly a checked address."""
-
-    def __init__(self) -> None:
-        self.inner = httpcore.SyncBackend()
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        # Each checked address in turn (``localhost`` may be ::1 first with a server on
-        # 127.0.0.1 only); never an address that was not checked.
-        failure: httpcore.ConnectError | None = None
-        for address in allowed_addresses(host, port):
-            try:
-                stream = self.inner.connect_tcp(str(address), port, _time_left(timeout), local_address,
-                                                socket_options)
-            except httpcore.ConnectError as error:
-                failure = error
-                continue
-            return _DeadlineStream(stream)
-        raise failure or httpcore.ConnectError(f"cannot connect to {host}")
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        raise AddressRefused("outbound calls never use unix sockets")
-
-    def sleep(self, seconds: float) -> None:
-        self.inner.sleep(seconds)
-
-
-class _PinnedTransport(httpx.HTTPTransport):
-    def __init__(self) -> None:
-        super().__init__(trust_env=False)
-        # httpx has no public way to pass a network backend; its own pool is replaced by one
-        # built the same way with ours (tests/integration/test_outbound.py fails if this stops
-        # taking effect: the refusals there happen in _PinnedBackend).
-        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(trust_env=False),
-                                             network_backend=_PinnedBackend())
-
-
-_local = threading.local()
-
-
-def _client() -> httpx.Client:
-    """One client per worker thread (keep-alive connections are reused per thread)."""
-    client = getattr(_local, "client", None)
-    if client is None:
-        client = _local.client = httpx.Client(transport=_PinnedTransport(), follow_redirects=False,
-                                              trust_env=False)
-    return client
-
-
 # --- the same contracts on an event loop (http11.py carries the bytes) ----------------------------
-
-class TransportError(OutboundError):
-    """The exchange failed on the network (no connection, a reset, a malformed answer)."""
-
-
-class InvalidRequest(OutboundError):
-    """The request cannot be sent as given (a header value with a line break, a bad URL)."""
-
-    retryable = False
-
 
 async def close_async_clients() -> None:
     """Close this loop's idle keep-alive connections; call before the loop ends."""
@@ -387,47 +279,25 @@ def _charset(content_type: str) -> str:
 
 def fetch(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
           timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> Fetched:
-    """Make one call under the contracts above. Raises OutboundError subclasses for what we
-    stop, and httpx.HTTPError for transport failures."""
-    sent = {**(headers or {}), "Accept-Encoding": "identity"}
-    token = _deadline.set(time.monotonic() + timeout)
-    try:
-        with _client().stream(method, url, json=json_body, headers=sent, timeout=timeout) as response:
-            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                raise UnsupportedEncoding(f"the response is compressed ({encoding}) although "
-                                          f"'Accept-Encoding: identity' was asked for")
-            content = _read_capped(response, max_bytes)
-            return Fetched(response.status_code, content, response.headers.get("Content-Type", ""))
-    except (httpx.TimeoutException, httpcore.TimeoutException) as error:
-        raise DeadlineExceeded(f"timed out after {timeout:g}s") from error
-    finally:
-        _deadline.reset(token)
-
-
-def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
-    # Chunks are kept as they come (no growing buffer that reallocates, and so copies, as it
-    # grows), so an oversized body costs at most max_bytes + one chunk before it is refused;
-    # leaving the ``stream`` block early then closes the connection instead of draining it.
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise ResponseTooLarge(f"the response is {int(declared):,} bytes; the limit is {max_bytes:,}")
-    chunks: list[bytes] = []
-    received = 0
-    for chunk in response.iter_raw():  # as read (at most 64 KiB): re-chunking would copy
-        received += len(chunk)
-        if received > max_bytes:
-            raise ResponseTooLarge(f"the response exceeded {max_bytes:,} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """``fetch_async`` for a thread without an event loop (an inline drain, a tool, a test):
+    the same transport, on an event loop of its own for this one call. Raises OutboundError
+    subclasses."""
+    async def once() -> Fetched:
+        try:
+            return await fetch_async(method, url, json_body=json_body, headers=headers, timeout=timeout,
+                                     max_bytes=max_bytes)
+        finally:
+            await close_async_clients()
+    return asyncio.run(once())
 
 
 async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: dict[str, str] | None = None,
                       timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, pool: Any = None) -> Fetched:
-    """``fetch`` on the running event loop, under the same contracts (checked and pinned
+    """One call on the running event loop under the contracts above (checked and pinned
     addresses, no redirects, no proxies, the byte cap, one deadline), through ``http11``'s
-    keep-alive connections. ``pool`` names the pool to use (the drain passes the destination's
-    id). Raises OutboundError subclasses, TransportError included."""
+    keep-alive connections: the one transport of every outbound call (``fetch`` included).
+    ``pool`` names the pool to use (the drain passes the destination's id). Raises
+    OutboundError subclasses, TransportError included."""
     target = _target(url)
     body = http11.json_bytes(json_body) if json_body is not None else b""
     given = headers or {}
@@ -449,8 +319,6 @@ async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: 
         raise DeadlineExceeded(f"timed out after {timeout:g}s") from error
     except http11.TransportError as error:
         raise TransportError(str(error)) from error
-    except httpcore.ConnectError as error:  # the resolver's (resolve_async)
-        raise TransportError(f"ConnectError: {error}") from error
     except http11.RequestRefused as error:
         raise InvalidRequest(str(error)) from error
     encoding = answer.header(b"content-encoding").strip().lower()

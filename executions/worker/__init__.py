@@ -15,7 +15,6 @@ One concept per module:
   comes back;
 * ``slots`` — drain slots (session advisory locks); ``runtime`` — a task queue a SIGKILL
   cannot wedge; ``interpreter`` — GC and switch-interval tuning, once per worker process;
-  ``instrumentation`` — statement counting for benchmarks.
 
 The package imports the engine core; the core never imports it. What the core needs of the
 workers lives below it: ``executions.kick`` (waking drains) and ``executions.registry`` (the

@@ -72,8 +72,7 @@ def test_a_stopping_cluster_hands_its_running_steps_back_at_once(qcluster):
     execution = helpers.start(workspace, "long", {"seconds": 60})
     first = qcluster(workers=2, SB_LEASE_SECONDS="60")
     wait_for(lambda: helpers.step(execution, "work").status == "RUNNING", timeout=60, what="the step to start")
-    took = first.terminate()
-    assert took < 20, f"the cluster took {took:.1f}s to stop"
+    first.terminate(timeout=20)  # a deadline: the orderly stop hands the step back, it does not wait it out
     step = helpers.step(execution, "work")
     assert (step.status, step.attempt, step.lease_expiries) == ("READY", 1, 0)
     assert Event.objects.filter(step=step, message="released: its worker is shutting down").exists()

@@ -2,41 +2,35 @@
 in a drain): the same checks as the blocking client, observed on loopback test servers.
 
 Refusals of other addresses are proven without sending a packet: the resolver is patched and
-the event loop's ``create_connection`` — the only way ``http11`` opens a socket — is spied on
-(and refuses anything but loopback)."""
+the event loop's ``sock_connect`` — where the transport's connector connects a socket — is
+spied on (and refuses anything but loopback)."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import socket
-import time
+import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from executions.destinations import outbound
+from executions.destinations import http11, outbound
 from executions.destinations import rules as destinations
 from executions.models import Destination, DestinationCall, Step
 from tests.support import helpers
+from tests.support.awkward_server import AwkwardServer, keep_alive
 from tests.support.httpserver import serve
+from tests.support.outbound import spy_on_connects
 
 LOOPBACK = ("127.", "::1")
 
 
 @pytest.fixture
 def connects(monkeypatch) -> list[str]:
-    """Every address the async backend connects to; a non-loopback one is refused before connecting."""
-    seen: list[str] = []
-    real = asyncio.BaseEventLoop.create_connection
-
-    async def spy(loop: asyncio.BaseEventLoop, protocol: Any, host: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append(host)
-        if not host.startswith(LOOPBACK):
-            raise AssertionError(f"a test tried to connect to {host}")
-        return await real(loop, protocol, host, *args, **kwargs)
-
-    monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", spy)
-    return seen
+    """Every address the transport connects to; a non-loopback one is refused before connecting."""
+    return spy_on_connects(monkeypatch)
 
 
 @pytest.fixture
@@ -133,11 +127,9 @@ def test_a_response_over_the_cap_fails_the_call(allow, shape):
 
 def test_a_trickling_server_is_cut_off_at_the_deadline(allow):
     allow("127.0.0.1/32")
-    with serve() as (url, _):
-        started = time.monotonic()
-        with pytest.raises(outbound.DeadlineExceeded, match=r"timed out after 0\.5s"):
-            fetch(f"{url}/trickle/30", timeout=0.5)
-        assert time.monotonic() - started < 1.5
+    # A byte every 50 ms keeps every read alive for 30 s: only the call's one deadline ends it.
+    with serve() as (url, _), pytest.raises(outbound.DeadlineExceeded, match=r"timed out after 0\.5s"):
+        fetch(f"{url}/trickle/30", timeout=0.5)
 
 
 def test_a_compressed_body_is_refused(allow):
@@ -185,3 +177,59 @@ def test_http_steps_on_the_loop_keep_their_outcomes_call_log_and_redaction(works
     assert calls.filter(status_code=200).count() == 1 and calls.filter(status_code=400).count() == 1
     assert all("s3cret-token-value" not in c.error for c in calls)
     assert not Step.objects.filter(destination=api, status="RUNNING").exists(), "every slot is released"
+
+
+# --- TLS: the certificate is verified against the name called -----------------------------------
+
+def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for DNS name ``name`` and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
+                   .not_valid_after(now + dt.timedelta(hours=1))
+                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                   .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@pytest.mark.parametrize("served_as, verified", [("localhost", True), ("elsewhere.test", False)],
+                         ids=["name-matches", "name-differs"])
+def test_https_verifies_the_certificate_against_the_name_called(allow, monkeypatch, tmp_path, served_as, verified):
+    allow("127.0.0.0/8,::1")
+    cert_file, key_file = _certificate(tmp_path, served_as)
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert_file, key_file)
+    client_side = ssl.create_default_context(cafile=str(cert_file))  # trusts this certificate only
+    monkeypatch.setattr(http11, "ssl_context", lambda: client_side)
+
+    async def scenario() -> tuple[int, Any, int]:
+        async with AwkwardServer(keep_alive, tls=server_side) as server:
+            url = server.url.replace("http://127.0.0.1", "https://localhost")
+            first = await outbound.fetch_async("POST", f"{url}/x", json_body={"i": 1}, timeout=5, pool="tls")
+            second = await outbound.fetch_async("POST", f"{url}/x", json_body={"i": 2}, timeout=5, pool="tls")
+            assert first.body() == {"n": 1}
+            return second.status, second.body(), server.connections
+
+    async def main() -> Any:
+        try:
+            return await scenario()
+        finally:
+            await outbound.close_async_clients()
+
+    if verified:
+        assert asyncio.run(main()) == (200, {"n": 2}, 1), "both calls over one kept-alive TLS connection"
+    else:
+        with pytest.raises(outbound.TransportError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            asyncio.run(main())

@@ -1,6 +1,8 @@
 """The event-loop transport (executions/destinations/http11.py) through ``outbound.fetch_async``, against
 raw loopback servers written here, so each protocol case is exact: keep-alive reuse, a
-connection the server closed while idle, chunked bodies, 1xx answers, refused requests."""
+connection the server closed while idle, chunked bodies, 1xx answers, refused requests.
+The transport's conformance suite (an awkward server, the rule on sending a request again)
+is tests/integration/test_transport_conformance.py."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from executions.destinations import http11, outbound
+from tests.support.awkward_server import answer
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "RawServer"], Awaitable[None]]
 
@@ -63,11 +66,6 @@ class RawServer:
         return request
 
 
-def answer(body: bytes, *, status: str = "200 OK", extra: bytes = b"") -> bytes:
-    return (b"HTTP/1.1 " + status.encode() + b"\r\nContent-Type: application/json\r\n" + extra
-            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
-
-
 @pytest.fixture
 def allow_loopback(settings):
     settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8"}
@@ -82,7 +80,7 @@ def run(coroutine: Awaitable[Any]) -> Any:
     return asyncio.run(main())
 
 
-async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
+async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
     while True:
         await server.read_request(reader)
         writer.write(answer(b'{"n": %d}' % len(server.requests)))
@@ -91,7 +89,7 @@ async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 def test_calls_reuse_one_kept_alive_connection(allow_loopback):
     async def scenario() -> list[Any]:
-        async with RawServer(keep_alive) as server:
+        async with RawServer(answer_each) as server:
             bodies = [(await outbound.fetch_async("POST", f"{server.url}/x", json_body={"i": i}, timeout=5,
                                                   pool="d1")).body() for i in range(5)]
             return [bodies, server.connections, server.requests]
@@ -106,7 +104,7 @@ def test_calls_reuse_one_kept_alive_connection(allow_loopback):
 
 def test_concurrent_calls_each_get_a_connection_and_all_are_kept(allow_loopback):
     async def scenario() -> tuple[int, int]:
-        async with RawServer(keep_alive) as server:
+        async with RawServer(answer_each) as server:
             await asyncio.gather(*(outbound.fetch_async("GET", f"{server.url}/a", timeout=5, pool="d")
                                    for _ in range(8)))
             first = server.connections
@@ -118,8 +116,11 @@ def test_concurrent_calls_each_get_a_connection_and_all_are_kept(allow_loopback)
 
 
 @pytest.mark.parametrize("noticed", [True, False], ids=["close-seen-while-idle", "close-seen-on-send"])
-def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_request_sent_once(
+def test_a_connection_the_server_closed_while_idle_is_replaced_and_a_keyed_request_sent_once(
         allow_loopback, monkeypatch, noticed):
+    """A POST carrying an Idempotency-Key (as every HTTP step's does) that meets a stale
+    connection is sent again on a new one; without the key it is not (the conformance suite,
+    tests/integration/test_transport_conformance.py)."""
     if not noticed:  # the close races the reuse: found only when the request meets it
         monkeypatch.setattr(http11.Connection, "usable", lambda self, now: True)
 
@@ -131,9 +132,11 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_request_s
 
     async def scenario() -> tuple[int, int, int]:
         async with RawServer(one_then_close) as server:
-            await outbound.fetch_async("POST", f"{server.url}/x", json_body=1, timeout=5, pool="d")
+            key = {"Idempotency-Key": "sb:step-1"}
+            await outbound.fetch_async("POST", f"{server.url}/x", json_body=1, headers=key, timeout=5, pool="d")
             await asyncio.sleep(0.05)  # the close arrives while the connection is idle
-            status = (await outbound.fetch_async("POST", f"{server.url}/x", json_body=2, timeout=5, pool="d")).status
+            status = (await outbound.fetch_async("POST", f"{server.url}/x", json_body=2, headers=key, timeout=5,
+                                                 pool="d")).status
             return status, server.connections, len(server.requests)
     status, connections, requests = run(scenario())
     assert (status, connections, requests) == (200, 2, 2)
@@ -188,7 +191,7 @@ def test_an_unsized_body_over_the_cap_fails_and_its_connection_is_not_kept(allow
 
 def test_a_header_with_a_line_break_is_refused_before_sending(allow_loopback):
     async def scenario() -> int:
-        async with RawServer(keep_alive) as server:
+        async with RawServer(answer_each) as server:
             with pytest.raises(outbound.InvalidRequest, match=r"not valid HTTP/1\.1"):
                 await outbound.fetch_async("GET", f"{server.url}/x", headers={"X-A": "1\r\nX-Injected: 2"},
                                            timeout=5)
@@ -211,7 +214,7 @@ def test_a_refused_connection_is_a_retryable_transport_error(allow_loopback):
 
 def test_the_host_header_names_the_host_and_a_non_default_port(allow_loopback):
     async def scenario() -> bytes:
-        async with RawServer(keep_alive) as server:
+        async with RawServer(answer_each) as server:
             await outbound.fetch_async("GET", f"{server.url}/p%20q?x=1", headers={"user-agent": "mine"}, timeout=5)
             return server.requests[0]
     request = run(scenario()).decode()
@@ -243,7 +246,7 @@ def test_a_connection_is_kept_only_after_a_clean_keep_alive_answer(allow_loopbac
         while True:
             await server.read_request(reader)
             extra = b"" if tail else b"Connection: close\r\n"
-            writer.write(answer(b"{}", extra=extra) + tail)
+            writer.write(answer(b"{}", headers=extra) + tail)
             await writer.drain()
 
     async def scenario() -> tuple[int, int]:
@@ -339,7 +342,7 @@ def test_https_verifies_the_certificate_against_the_name_called(allow_loopback, 
     monkeypatch.setattr(http11, "_ssl_context", client_side)
 
     async def scenario() -> tuple[int, Any, int]:
-        async with RawServer(keep_alive, tls=server_side) as server:
+        async with RawServer(answer_each, tls=server_side) as server:
             url = server.url.replace("http://127.0.0.1", "https://localhost")
             first = await outbound.fetch_async("POST", f"{url}/x", json_body={"i": 1}, timeout=5, pool="tls")
             second = await outbound.fetch_async("POST", f"{url}/x", json_body={"i": 2}, timeout=5, pool="tls")

@@ -21,7 +21,6 @@ LONG_MODULES: dict[str, str] = {
     "executions/core/state.py": "the one owner of status changes (STYLE.md): every transition table and the "
                                 "guarded statement that applies them, so the status-write test names one file",
     "workflows/dsl/parser.py": "the DSL's one parser: a rule per vertex kind and field, each reporting its JSON path",
-    "executions/destinations/outbound.py": "its sync httpx path goes with one HTTP stack (issue 27 §4)",
 }
 # "path:Class" -> why it may be longer.
 LONG_CLASSES: dict[str, str] = {}

@@ -87,7 +87,7 @@ def run(step: StepRun) -> Outcome:
         response: outbound.Fetched | BaseException = outbound.fetch(
             call.method, call.url, json_body=call.body, headers=call.headers, timeout=call.timeout,
             max_bytes=call.max_bytes)
-    except (outbound.OutboundError, httpx.HTTPError) as error:
+    except outbound.OutboundError as error:
         response = error
     outcome, row = _judge(call, response)
     call_log.record_call(*row)
@@ -107,7 +107,7 @@ async def run_async(step: StepRun) -> Outcome:
         response: outbound.Fetched | BaseException = await outbound.fetch_async(
             call.method, call.url, json_body=call.body, headers=call.headers, timeout=call.timeout,
             max_bytes=call.max_bytes, pool=call.destination_id)
-    except (outbound.OutboundError, httpx.HTTPError) as error:
+    except outbound.OutboundError as error:
         response = error
     outcome, row = _judge(call, response)
     step.extra.setdefault("calls", []).append(row)
