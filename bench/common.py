@@ -214,7 +214,7 @@ def machine_speed(repeat: int = 3) -> dict[str, float]:
     PostgreSQL (``database_ms``: one aggregate over a generated series). Benchmark figures
     from different machines, or from one machine under different neighbours, compare only
     through these: the same engine has run at 1,400 and 3,800 calls/s on two machines of the
-    same kind (docs/performance.md, "Eighth pass")."""
+    same kind (docs/performance-log.md, "Eighth pass")."""
     import json
     import uuid
 

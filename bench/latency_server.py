@@ -104,7 +104,7 @@ class LatencyServer(_Counts):
 def _serve(latency: float, pipe: Any) -> None:
     """The server process: report the port, serve until told to stop, report the counts."""
     # uvloop (libuv): the far end costs the measured machine's cores 0.04 ms a call instead of
-    # asyncio's 0.065 (docs/performance.md, "Seventh pass"); a remote server would cost none.
+    # asyncio's 0.065 (docs/performance-log.md, "Seventh pass"); a remote server would cost none.
     loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
     counts = _Counts(latency)
     server: asyncio.Server = loop.run_until_complete(

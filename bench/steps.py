@@ -1,7 +1,7 @@
 """``bench steps``: what one HTTP child costs a drain, phase by phase, in this process.
 
 ``bench destination`` measures the whole machine, whose speed moves by more than the
-changes one wants to see (docs/performance.md, "Eighth pass"). This one runs the same
+changes one wants to see (docs/performance-log.md, "Eighth pass"). This one runs the same
 child — a fan-out of N children that each POST once to a loopback server answering at once
 — through the drain's own functions, one phase at a time, on one thread and one database
 connection: the spawn (the SPAWNER step), then batches of claims (``leases.claim`` and
@@ -13,7 +13,7 @@ No cluster, no slots shared with another drain, no interpreter lock contended.
 
 Under ``valgrind --tool=callgrind`` the worker side is counted in instructions, which do not
 move with the machine's speed: the difference between two sizes, divided by the difference
-in items, is the worker's instructions per child (docs/performance.md, "Ninth pass").
+in items, is the worker's instructions per child (docs/performance-log.md, "Ninth pass").
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def database_binding() -> dict[str, Any]:
     per connection instead of on every claim and commit. Turn it off behind a pooler that
     does not keep prepared statements (PgBouncer before 1.21 in transaction mode, or without
     ``max_prepared_statements``); it only works with server-side binding.
-    docs/performance.md, "Seventh pass"."""
+    docs/performance-log.md, "Seventh pass"."""
     threshold = os.environ.get("SB_DB_PREPARE_THRESHOLD", "").strip().lower()
     if threshold in ("off", "none"):
         return {"server_side_binding": True}

@@ -72,7 +72,7 @@ CLAIM_FREE = f"""
 # NO KEY UPDATE, not UPDATE: claimers still exclude each other, but a commit checking the
 # foreign key of a call-log row or a new step (a KEY SHARE lock on the destination, taken at
 # COMMIT) no longer waits for this claim's transaction to end — with FOR UPDATE a drain's
-# commit stood still behind the other drain's claim (docs/performance.md, "Seventh pass").
+# commit stood still behind the other drain's claim (docs/performance-log.md, "Seventh pass").
 LOCK_DESTINATIONS = """
     SELECT d.id FROM executions_destination d
     WHERE EXISTS (SELECT 1 FROM executions_step s
@@ -171,7 +171,7 @@ PROMOTE_QUEUED = """
 # Both CTEs are MATERIALIZED and ``s.id = ANY(...)`` bounds the scan (as in FENCE): inlined,
 # the planner re-ran ``room``'s count for every taker and walked every RUNNING step of the
 # table against the input list — 60-90 ms per commit at a limit of 256, most of the
-# database's time in `bench destination` (docs/performance.md, "Fifth pass").
+# database's time in `bench destination` (docs/performance-log.md, "Fifth pass").
 TAKE_OVER_SLOTS = """
     WITH taker AS MATERIALIZED (
         SELECT s.id, s.destination_id,

@@ -6,7 +6,7 @@ Node.js uses).
 Why not ``httpx.AsyncClient``: on this path a worker keeps hundreds of calls in flight on one
 thread, and httpx's layers (client, transport, httpcore's pool, anyio) cost several times
 the CPU of the call itself; the pool's bookkeeping alone grows with requests × connections
-(docs/performance.md, "Destinations"). What is left here is the protocol, the sockets
+(docs/performance-log.md, "Destinations"). What is left here is the protocol, the sockets
 (asyncio), and a list of idle connections. The protocol was h11 (the pure-Python parser
 httpcore uses) until it cost 125 µs per exchange, most of an HTTP step's time on the loop;
 writing the request and parsing the answer with llhttp costs about 5 µs (docs/performance.md,
@@ -86,7 +86,7 @@ class _Socket(asyncio.Protocol):
     Not asyncio's StreamReader and StreamWriter: their buffer copies every chunk twice (in
     and out of a bytearray), and each read and each ``drain`` is a coroutine with a future
     of its own; with them (and the request's parts checked for every call) a call cost the
-    loop 265k instructions, now 206k (callgrind; docs/performance.md, "Ninth pass"). The
+    loop 265k instructions, now 206k (callgrind; docs/performance-log.md, "Ninth pass"). The
     framing logic (``_over``) is the same."""
 
     __slots__ = ("chunks", "eof", "error", "transport", "waiter")

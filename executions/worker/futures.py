@@ -17,7 +17,7 @@ class StepFuture:
     exception, cancel, done-callbacks; ``InvalidStateError`` when settled twice), on a plain
     lock. The standard future builds a ``threading.Condition`` (with its own re-entrant lock)
     for every step, and takes it for each callback and result: a tenth of a drain thread's
-    interpreter time at a limit of 256 (docs/performance.md, "Eighth pass"). Only ``result``
+    interpreter time at a limit of 256 (docs/performance-log.md, "Eighth pass"). Only ``result``
     on a future that has not settled waits, on an event made for that wait alone."""
 
     __slots__ = ("_callbacks", "_exception", "_lock", "_result", "_state", "_waiter")

@@ -25,7 +25,7 @@ def share_the_interpreter() -> None:
     """Hand the interpreter lock between threads every ``SB_GIL_SWITCH_SECONDS`` (1 ms; Python's
     default is 5 ms). The event loop's thread wakes for each answer and each call it starts;
     while the drain's thread or a step thread runs Python, it waits up to this long for the
-    lock, and at a 50 ms call that wait is idle slot time (docs/performance.md). 0 keeps
+    lock, and at a 50 ms call that wait is idle slot time (docs/performance-log.md). 0 keeps
     Python's default."""
     seconds = float(settings.SB["GIL_SWITCH_SECONDS"])
     if seconds > 0 and sys.getswitchinterval() != seconds:
@@ -42,7 +42,7 @@ def freeze_the_start_up_heap() -> None:
     And collect the young generation every ``SB_GC_YOUNG_THRESHOLD`` allocations (20,000;
     Python's 700): a drain keeps a thousand steps in flight, each a few dozen objects that
     live for a call, and every young collection walked the ones not yet promoted — a tenth of
-    a worker's CPU at a limit of 256 (docs/performance.md, "Seventh pass"). What a drain
+    a worker's CPU at a limit of 256 (docs/performance-log.md, "Seventh pass"). What a drain
     makes is freed by reference counting; the collector is only for cycles. 0 keeps Python's."""
     gc.collect()
     gc.freeze()

@@ -44,7 +44,7 @@ class StepLoop:
         the first of a batch wakes the loop once (``call_soon_threadsafe``) and the loop
         creates every task that arrived meanwhile — not ``run_coroutine_threadsafe`` per
         step, whose wake-up, extra future and chained callbacks cost the loop a tenth of its
-        time at a limit of 256 (docs/performance.md, "Seventh pass")."""
+        time at a limit of 256 (docs/performance-log.md, "Seventh pass")."""
         if threading.current_thread() is self.thread:
             self._create(coroutine, future)
             return

@@ -177,7 +177,7 @@ def test_a_claim_holding_a_destination_does_not_stop_another_drains_commit(works
     """A claim locks the destinations it serves for its whole transaction (claimers exclude
     each other), but another drain's commit only checks the foreign key of its call-log rows
     (a KEY SHARE lock, at COMMIT): that must not wait for the claim — with FOR UPDATE it did,
-    and the two drains' turns ran one after the other (docs/performance.md, "Seventh pass")."""
+    and the two drains' turns ran one after the other (docs/performance-log.md, "Seventh pass")."""
     api = Destination.objects.create(workspace=workspace, name="api", base_url="http://127.0.0.1:9",
                                      concurrency_limit=4)
     helpers.publish(workspace, "call", helpers.http_doc("api"))

@@ -1,6 +1,6 @@
 """A worker process tunes its interpreter once, when it starts (interpreter.tune): it hands
 the interpreter lock between its threads every ``SB_GIL_SWITCH_SECONDS`` — the drain's event
-loop waits for it on every call it starts or ends (docs/performance.md, "Fourth pass") — and
+loop waits for it on every call it starts or ends (docs/performance-log.md, "Fourth pass") — and
 keeps its start-up heap out of the collector's walks."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_a_worker_process_tunes_once_collecting_before_it_freezes_the_start_up_h
 def test_the_young_generation_is_collected_every_gc_young_threshold_allocations(
         monkeypatch, settings, gc_threshold):
     """A drain's in-flight steps are young objects that live for a call; at Python's 700 every
-    young collection walked them again (docs/performance.md, "Seventh pass")."""
+    young collection walked them again (docs/performance-log.md, "Seventh pass")."""
     settings.SB = {**settings.SB, "GC_YOUNG_THRESHOLD": 12_345}
     monkeypatch.setattr(gc, "freeze", lambda: None)
     gc.set_threshold(700, 10, 10)
