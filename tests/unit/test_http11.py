@@ -7,10 +7,8 @@ is tests/integration/test_transport_conformance.py."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ssl
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -306,51 +304,3 @@ def test_a_head_or_trailer_over_the_cap_fails_the_call(allow_loopback, monkeypat
             await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
     with pytest.raises(outbound.TransportError, match="header fields exceed 4,096 bytes"):
         run(scenario())
-
-
-def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    """A self-signed certificate for DNS name ``name`` and its key, as PEM files."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = dt.datetime.now(dt.UTC)
-    certificate = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
-                   .not_valid_after(now + dt.timedelta(hours=1))
-                   .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(key, hashes.SHA256()))
-    cert_file, key_file = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_file, key_file
-
-
-@pytest.mark.parametrize("served_as, verified", [("localhost", True), ("elsewhere.test", False)],
-                         ids=["name-matches", "name-differs"])
-def test_https_verifies_the_certificate_against_the_name_called(allow_loopback, monkeypatch, tmp_path,
-                                                                 served_as, verified):
-    cert_file, key_file = _certificate(tmp_path, served_as)
-    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_side.load_cert_chain(cert_file, key_file)
-    client_side = ssl.create_default_context(cafile=str(cert_file))  # trusts this certificate only
-    monkeypatch.setattr(http11, "_ssl_context", client_side)
-
-    async def scenario() -> tuple[int, Any, int]:
-        async with RawServer(answer_each, tls=server_side) as server:
-            url = server.url.replace("http://127.0.0.1", "https://localhost")
-            first = await outbound.fetch_async("POST", f"{url}/x", json_body={"i": 1}, timeout=5, pool="tls")
-            second = await outbound.fetch_async("POST", f"{url}/x", json_body={"i": 2}, timeout=5, pool="tls")
-            assert first.body() == {"n": 1}
-            return second.status, second.body(), server.connections
-
-    if verified:
-        assert run(scenario()) == (200, {"n": 2}, 1), "both calls over one kept-alive TLS connection"
-    else:
-        with pytest.raises(outbound.TransportError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
-            run(scenario())
