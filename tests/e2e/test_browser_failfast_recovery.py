@@ -29,6 +29,12 @@ def test_operator_recovers_a_fail_fast_fan_out(page, ui, operator, qcluster):
     qcluster(workers=2, SB_HANDLER_MODULES="tests.support.handlers", SB_SPAWN_BATCH="25", SB_SPAWN_SLICE_SECONDS="0")
     wait_for(lambda: helpers.refresh(execution).is_terminal, timeout=120, what="the failFast merge to fail")
     assert helpers.refresh(execution).status == "FAILED"
+    # The operator acts once the spawner has stopped and swept: a retry that lands between the
+    # spawner's stop and its sweep of the stragglers is re-cancelled by that sweep (a known gap,
+    # docs/architecture.md, S28) — seen once under load in a full suite run.
+    wait_for(lambda: helpers.step(execution, "fan").status in ("SUCCEEDED", "FAILED", "CANCELLED")
+             and not Execution.objects.filter(root=execution, status="RUNNING").exists(),
+             timeout=120, what="the spawner to stop and its sweep to end")
     preview = services.retry_failed_preview(execution)
     assert preview.cancelled_by_fail_fast > 0, preview
     handlers.set_flaky(False)  # the destination is fixed
