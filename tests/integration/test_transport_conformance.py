@@ -16,13 +16,13 @@ its connection.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 from executions.destinations import outbound
 from tests.support.awkward_server import AwkwardServer, Connection, answer, keep_alive
+from tests.support.outbound import run_calls
 
 
 @pytest.fixture(autouse=True)
@@ -30,13 +30,6 @@ def allow_loopback(settings) -> None:
     settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8"}
 
 
-def run(coroutine: Awaitable[Any]) -> Any:
-    async def main() -> Any:
-        try:
-            return await coroutine
-        finally:
-            await outbound.close_async_clients()
-    return asyncio.run(main())
 
 
 async def call(server: AwkwardServer, method: str = "GET", path: str = "/x", **kwargs: Any) -> outbound.Fetched:
@@ -60,7 +53,7 @@ def test_calls_reuse_one_kept_alive_connection():
         async with AwkwardServer(keep_alive) as server:
             bodies = [(await call(server, "POST", json_body={"i": i})).body() for i in range(5)]
             return bodies, server.connections, server.requests[0]
-    bodies, connections, first = run(scenario())
+    bodies, connections, first = run_calls(scenario())
     assert bodies == [{"n": n} for n in range(1, 6)]
     assert connections == 1
     text = first.decode()
@@ -81,7 +74,7 @@ def test_a_chunked_body_with_trailer_fields_is_read_and_the_connection_kept():
         async with AwkwardServer(chunked) as server:
             bodies = [(await call(server)).body() for _ in range(2)]
             return bodies, server.connections
-    assert run(scenario()) == ([{"a": [1]}, {"a": [1]}], 1)
+    assert run_calls(scenario()) == ([{"a": [1]}, {"a": [1]}], 1)
 
 
 @pytest.mark.parametrize("interim", [b"HTTP/1.1 100 Continue\r\n\r\n",
@@ -98,7 +91,7 @@ def test_informational_answers_before_the_final_one_are_skipped(interim):
     async def scenario() -> outbound.Fetched:
         async with AwkwardServer(informational) as server:
             return await call(server, "POST", json_body={})
-    fetched = run(scenario())
+    fetched = run_calls(scenario())
     assert (fetched.status, fetched.body(), fetched.content_type) == (201, {"final": True}, "application/json")
 
 
@@ -113,7 +106,7 @@ def test_a_body_that_runs_to_the_end_of_the_connection_is_read():
             first = (await call(server)).body()
             second = (await call(server)).body()
             return first, second, server.connections
-    assert run(scenario()) == ({"to": "eof"}, {"to": "eof"}, 2), "a connection read to its end is never reused"
+    assert run_calls(scenario()) == ({"to": "eof"}, {"to": "eof"}, 2), "a connection read to its end is never reused"
 
 
 def test_connection_close_in_the_middle_of_a_pool_is_honoured():
@@ -131,7 +124,8 @@ def test_connection_close_in_the_middle_of_a_pool_is_honoured():
         async with AwkwardServer(close_on_second) as server:
             statuses = [(await call(server)).status for _ in range(4)]
             return statuses, server.connections, len(server.requests)
-    assert run(scenario()) == ([200, 200, 200, 200], 2, 4), "each request went out once; the closed one was not reused"
+    assert run_calls(scenario()) == ([200, 200, 200, 200], 2, 4), \
+        "each request went out once; the closed one was not reused"
 
 
 def test_concurrent_calls_each_get_a_connection_and_all_are_kept():
@@ -141,7 +135,7 @@ def test_concurrent_calls_each_get_a_connection_and_all_are_kept():
             first = server.connections
             await asyncio.gather(*(call(server) for _ in range(8)))
             return first, server.connections
-    assert run(scenario()) == (8, 8), "the second round reuses the eight idle connections"
+    assert run_calls(scenario()) == (8, 8), "the second round reuses the eight idle connections"
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced():
@@ -156,7 +150,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced():
             await asyncio.sleep(0.05)  # the close arrives while the connection is idle
             status = (await call(server, "POST", json_body=2)).status
             return status, server.connections, len(server.requests)
-    assert run(scenario()) == (200, 2, 2)
+    assert run_calls(scenario()) == (200, 2, 2)
 
 
 def test_the_host_header_names_the_host_and_port_and_the_callers_headers_win():
@@ -164,7 +158,7 @@ def test_the_host_header_names_the_host_and_port_and_the_callers_headers_win():
         async with AwkwardServer(keep_alive) as server:
             await call(server, "GET", "/p%20q?x=1", headers={"user-agent": "mine", "Accept": "text/plain"})
             return server.requests[0].decode()
-    request = run(scenario())
+    request = run_calls(scenario())
     lines = request.split("\r\n")
     assert lines[0] == "GET /p%20q?x=1 HTTP/1.1"
     fields = [line.lower() for line in lines[1:]]
@@ -182,7 +176,7 @@ def test_a_refused_connection_is_a_retryable_transport_error():
         await server.wait_closed()
         await outbound.fetch_async("GET", f"http://127.0.0.1:{port}/x", timeout=5)
     with pytest.raises(outbound.TransportError, match=r"ConnectionRefusedError|Connect call failed") as error:
-        run(scenario())
+        run_calls(scenario())
     assert error.value.retryable is True
 
 
@@ -204,7 +198,7 @@ def test_a_post_on_a_fresh_connection_that_got_no_answer_is_not_sent_again():
     async def scenario() -> tuple[str, int]:
         async with AwkwardServer(read_then_close) as server:
             return await outcome(server, "POST", json_body={"charge": 1})
-    assert run(scenario()) == ("TransportError", 1)
+    assert run_calls(scenario()) == ("TransportError", 1)
 
 
 def test_a_post_on_a_reused_connection_that_got_no_answer_is_not_sent_again():
@@ -214,7 +208,7 @@ def test_a_post_on_a_reused_connection_that_got_no_answer_is_not_sent_again():
             first = str((await call(server, "POST", json_body={"charge": 1})).status)
             second = await outcome(server, "POST", json_body={"charge": 2})
             return first, second, server.methods()
-    first, second, methods = run(scenario())
+    first, second, methods = run_calls(scenario())
     assert first == "200"
     assert second == ("TransportError", 2), "the second POST reached the server once and failed the call"
     assert methods == ["POST", "POST"]
@@ -228,7 +222,7 @@ def test_a_post_whose_answer_broke_off_is_not_sent_again():
     async def scenario() -> tuple[str, int]:
         async with AwkwardServer(half_answer) as server:
             return await outcome(server, "POST", json_body=1)
-    assert run(scenario()) == ("TransportError", 1)
+    assert run_calls(scenario()) == ("TransportError", 1)
 
 
 @pytest.mark.parametrize(("method", "headers"), [("GET", {}), ("PUT", {}), ("DELETE", {}),
@@ -241,7 +235,7 @@ def test_an_idempotent_or_keyed_request_may_be_sent_once_more(method, headers):
             return await outcome(server, method, headers=headers)
     # Either it was sent again on a fresh connection (answered there), or the call failed;
     # never more than once again.
-    assert run(scenario()) in {("200", 3), ("TransportError", 2)}
+    assert run_calls(scenario()) in {("200", 3), ("TransportError", 2)}
 
 
 # --- heads the client must refuse ---------------------------------------------------------------
@@ -271,7 +265,7 @@ def test_an_oversized_head_fails_the_call_as_a_transport_error(scenario_):
         async with AwkwardServer(scenario_) as server:
             await call(server, timeout=8)
     with pytest.raises(outbound.TransportError):
-        run(scenario())
+        run_calls(scenario())
 
 
 @pytest.mark.parametrize("head", [b"HTTP/1.1 OK 200\r\nContent-Length: 2\r\n\r\n{}",
@@ -289,7 +283,7 @@ def test_a_malformed_head_fails_the_call_as_a_transport_error(head):
         async with AwkwardServer(malformed) as server:
             await call(server)
     with pytest.raises(outbound.TransportError):
-        run(scenario())
+        run_calls(scenario())
 
 
 # --- time and size ------------------------------------------------------------------------------
@@ -306,7 +300,7 @@ def test_a_slow_drip_body_is_cut_off_at_the_deadline():
         async with AwkwardServer(drip) as server:
             await call(server, timeout=0.5)
     with pytest.raises(outbound.DeadlineExceeded, match=r"timed out after 0\.5s"):
-        run(scenario())
+        run_calls(scenario())
 
 
 def test_a_slow_drip_head_is_cut_off_at_the_deadline():
@@ -320,7 +314,7 @@ def test_a_slow_drip_head_is_cut_off_at_the_deadline():
         async with AwkwardServer(drip) as server:
             await call(server, timeout=0.5)
     with pytest.raises(outbound.DeadlineExceeded):
-        run(scenario())
+        run_calls(scenario())
 
 
 @pytest.mark.parametrize("framing", ["sized", "chunked", "to-eof"])
@@ -351,7 +345,7 @@ def test_a_body_over_the_cap_fails_and_the_next_call_gets_its_own_answer(framing
             with pytest.raises(outbound.ResponseTooLarge, match=r"the limit is 10,000|exceeded 10,000 bytes"):
                 await call(server, max_bytes=10_000)
             return (await call(server)).body()
-    assert run(scenario()) == {"second": True}
+    assert run_calls(scenario()) == {"second": True}
 
 
 def test_a_body_at_the_cap_is_read_whole():
@@ -363,7 +357,7 @@ def test_a_body_at_the_cap_is_read_whole():
     async def scenario() -> int:
         async with AwkwardServer(exact) as server:
             return len((await call(server, max_bytes=1000)).content)
-    assert run(scenario()) == 1000
+    assert run_calls(scenario()) == 1000
 
 
 @pytest.mark.parametrize("encoding", [b"gzip", b"br", b"deflate"])
@@ -377,7 +371,7 @@ def test_a_compressed_answer_is_refused(encoding):
             with pytest.raises(outbound.UnsupportedEncoding, match=encoding.decode()):
                 await call(server)
             return server.requests[0]
-    assert b"accept-encoding: identity" in run(scenario()).lower()
+    assert b"accept-encoding: identity" in run_calls(scenario()).lower()
 
 
 def test_a_redirect_is_the_answer_and_is_not_followed():
@@ -390,7 +384,7 @@ def test_a_redirect_is_the_answer_and_is_not_followed():
         async with AwkwardServer(redirect) as server:
             status = (await call(server, "POST", json_body={})).status
             return status, len(server.requests), server.connections
-    assert run(scenario()) == (307, 1, 1)
+    assert run_calls(scenario()) == (307, 1, 1)
 
 
 # --- requests the client must not send ----------------------------------------------------------
@@ -405,7 +399,7 @@ def test_a_header_that_cannot_be_framed_is_refused_before_sending(name, value):
             with pytest.raises(outbound.InvalidRequest, match=r"not valid HTTP/1\.1"):
                 await call(server, headers={name: value})
             return len(server.requests)
-    assert run(scenario()) == 0
+    assert run_calls(scenario()) == 0
 
 
 def test_a_method_that_is_not_a_token_is_refused_before_sending():
@@ -414,7 +408,7 @@ def test_a_method_that_is_not_a_token_is_refused_before_sending():
             with pytest.raises(outbound.InvalidRequest, match=r"not valid HTTP/1\.1"):
                 await call(server, "GET /y HTTP/1.1\r\nX:")
             return len(server.requests)
-    assert run(scenario()) == 0
+    assert run_calls(scenario()) == 0
 
 
 def test_cookies_are_neither_kept_nor_sent_back():
@@ -428,4 +422,4 @@ def test_cookies_are_neither_kept_nor_sent_back():
             await call(server)
             await call(server)
             return server.requests
-    assert all(b"cookie" not in request.lower() for request in run(scenario()))
+    assert all(b"cookie" not in request.lower() for request in run_calls(scenario()))

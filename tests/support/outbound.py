@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio.selector_events
+from collections.abc import Awaitable
 from typing import Any
 
 LOOPBACK = ("127.", "::1")
@@ -38,3 +39,15 @@ def spy_on_tls_names(monkeypatch: Any) -> list[str | None]:
 
     monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", spy)
     return names
+
+
+def run_calls(coroutine: Awaitable[Any]) -> Any:
+    """Run ``coroutine`` (outbound calls) on a fresh event loop, closing its connection pools after."""
+    from executions.destinations import outbound
+
+    async def main() -> Any:
+        try:
+            return await coroutine
+        finally:
+            await outbound.close_async_clients()
+    return asyncio.run(main())

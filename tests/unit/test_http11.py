@@ -15,6 +15,7 @@ import pytest
 
 from executions.destinations import http11, outbound
 from tests.support.awkward_server import answer
+from tests.support.outbound import run_calls
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "RawServer"], Awaitable[None]]
 
@@ -69,13 +70,6 @@ def allow_loopback(settings):
     settings.SB = {**settings.SB, "OUTBOUND_ALLOW": "127.0.0.0/8"}
 
 
-def run(coroutine: Awaitable[Any]) -> Any:
-    async def main() -> Any:
-        try:
-            return await coroutine
-        finally:
-            await outbound.close_async_clients()
-    return asyncio.run(main())
 
 
 async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: RawServer) -> None:
@@ -91,7 +85,7 @@ def test_calls_reuse_one_kept_alive_connection(allow_loopback):
             bodies = [(await outbound.fetch_async("POST", f"{server.url}/x", json_body={"i": i}, timeout=5,
                                                   pool="d1")).body() for i in range(5)]
             return [bodies, server.connections, server.requests]
-    bodies, connections, requests = run(scenario())
+    bodies, connections, requests = run_calls(scenario())
     assert bodies == [{"n": n} for n in range(1, 6)]
     assert connections == 1
     first = requests[0].decode()
@@ -109,7 +103,7 @@ def test_concurrent_calls_each_get_a_connection_and_all_are_kept(allow_loopback)
             await asyncio.gather(*(outbound.fetch_async("GET", f"{server.url}/a", timeout=5, pool="d")
                                    for _ in range(8)))
             return first, server.connections
-    first, after = run(scenario())
+    first, after = run_calls(scenario())
     assert first == 8 and after == 8, "the second round reuses the eight idle connections"
 
 
@@ -136,7 +130,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_and_a_keyed_reque
             status = (await outbound.fetch_async("POST", f"{server.url}/x", json_body=2, headers=key, timeout=5,
                                                  pool="d")).status
             return status, server.connections, len(server.requests)
-    status, connections, requests = run(scenario())
+    status, connections, requests = run_calls(scenario())
     assert (status, connections, requests) == (200, 2, 2)
 
 
@@ -151,7 +145,7 @@ def test_a_reset_after_the_answer_began_is_not_sent_again(allow_loopback):
             with pytest.raises(outbound.TransportError):
                 await outbound.fetch_async("POST", f"{server.url}/x", json_body=1, timeout=5, pool="d")
             return len(server.requests)
-    assert run(scenario()) == 1
+    assert run_calls(scenario()) == 1
 
 
 def test_chunked_bodies_and_informational_answers_are_read(allow_loopback):
@@ -165,7 +159,7 @@ def test_chunked_bodies_and_informational_answers_are_read(allow_loopback):
     async def scenario() -> outbound.Fetched:
         async with RawServer(chunked) as server:
             return await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
-    fetched = run(scenario())
+    fetched = run_calls(scenario())
     assert (fetched.status, fetched.body(), fetched.content_type) == (201, {"a": 1}, "application/json")
 
 
@@ -184,7 +178,7 @@ def test_an_unsized_body_over_the_cap_fails_and_its_connection_is_not_kept(allow
                 await outbound.fetch_async("GET", f"{server.url}/x", timeout=5, max_bytes=10_000, pool="d")
             port = int(server.url.rsplit(":", 1)[1])
             return len(http11._pools[asyncio.get_running_loop()][("d", ("http", "127.0.0.1", port))])
-    assert run(scenario()) == 0
+    assert run_calls(scenario()) == 0
 
 
 def test_a_header_with_a_line_break_is_refused_before_sending(allow_loopback):
@@ -194,7 +188,7 @@ def test_a_header_with_a_line_break_is_refused_before_sending(allow_loopback):
                 await outbound.fetch_async("GET", f"{server.url}/x", headers={"X-A": "1\r\nX-Injected: 2"},
                                            timeout=5)
             return len(server.requests)
-    assert run(scenario()) == 0
+    assert run_calls(scenario()) == 0
     assert outbound.InvalidRequest.retryable is False
 
 
@@ -206,7 +200,7 @@ def test_a_refused_connection_is_a_retryable_transport_error(allow_loopback):
         await server.wait_closed()
         await outbound.fetch_async("GET", f"http://127.0.0.1:{port}/x", timeout=5)
     with pytest.raises(outbound.TransportError, match=r"ConnectionRefusedError|Connect call failed") as error:
-        run(scenario())
+        run_calls(scenario())
     assert error.value.retryable is True
 
 
@@ -215,7 +209,7 @@ def test_the_host_header_names_the_host_and_a_non_default_port(allow_loopback):
         async with RawServer(answer_each) as server:
             await outbound.fetch_async("GET", f"{server.url}/p%20q?x=1", headers={"user-agent": "mine"}, timeout=5)
             return server.requests[0]
-    request = run(scenario()).decode()
+    request = run_calls(scenario()).decode()
     port = request.split("Host: 127.0.0.1:", 1)[1].split("\r\n", 1)[0]
     assert port.isdigit()
     assert request.startswith("GET /p%20q?x=1 HTTP/1.1\r\n")
@@ -234,7 +228,7 @@ def test_a_body_that_runs_to_the_end_of_the_connection_is_read_and_not_kept(allo
             fetched = await outbound.fetch_async("GET", f"{server.url}/x", timeout=5, pool="d")
             port = int(server.url.rsplit(":", 1)[1])
             return fetched.body(), len(http11._pools[asyncio.get_running_loop()][("d", ("http", "127.0.0.1", port))])
-    assert run(scenario()) == ({"to": "eof"}, 0)
+    assert run_calls(scenario()) == ({"to": "eof"}, 0)
 
 
 @pytest.mark.parametrize("tail", [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", b""],
@@ -252,7 +246,7 @@ def test_a_connection_is_kept_only_after_a_clean_keep_alive_answer(allow_loopbac
             for _ in range(2):
                 await outbound.fetch_async("GET", f"{server.url}/x", timeout=5, pool="d")
             return server.connections, len(server.requests)
-    assert run(scenario()) == (2, 2), "each call opened a connection of its own"
+    assert run_calls(scenario()) == (2, 2), "each call opened a connection of its own"
 
 
 def test_a_malformed_answer_is_a_transport_error(allow_loopback):
@@ -265,7 +259,7 @@ def test_a_malformed_answer_is_a_transport_error(allow_loopback):
         async with RawServer(garbage) as server:
             await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
     with pytest.raises(outbound.TransportError, match="malformed answer"):
-        run(scenario())
+        run_calls(scenario())
 
 
 @pytest.mark.parametrize("name, value", [("X-A", " leading"), ("X-A", "trailing "), ("X-A", "nul\x00"),
@@ -303,4 +297,4 @@ def test_a_head_or_trailer_over_the_cap_fails_the_call(allow_loopback, monkeypat
         async with RawServer(flood) as server:
             await outbound.fetch_async("GET", f"{server.url}/x", timeout=5)
     with pytest.raises(outbound.TransportError, match="header fields exceed 4,096 bytes"):
-        run(scenario())
+        run_calls(scenario())
