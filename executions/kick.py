@@ -22,9 +22,6 @@ from executions import registry
 log = logging.getLogger(__name__)
 
 ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
-# pg_locks.classid of the drains that take no destination step now (executions/worker/policy.py, "Roles"): a
-# destination's fair share is divided among the other drains only (leases.DESTINATION_BUDGETS).
-ABSTAIN_CLASS = 7_318_002
 
 # Enqueue a drain only when a slot is free and no drain was enqueued very recently.
 THROTTLE = f"""

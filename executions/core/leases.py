@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections import Counter
@@ -38,7 +39,6 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 
-from executions import kick
 from executions.core import payloads, state
 from executions.models import StepStatus
 from executions.platform import hosts
@@ -86,12 +86,12 @@ LOCK_DESTINATIONS = """
 
 # Step 2, a new statement so its snapshot sees every claim committed before our locks:
 # free slots per destination = limit - slots held, at most this worker's fair share of the
-# limit (limit / live drains, less the slots it holds already: otherwise the drain that
-# commits first takes every freed slot again and the others, and their database connections,
-# stay idle), and the token bucket for the request rate. Live drains hold a drain slot, an
-# advisory lock of class ADVISORY_CLASS (executions/worker/slots.py); a caller outside a drain counts as one.
-# A drain that takes no destination step now (executions/worker/policy.py, "Roles": it runs plain steps while
-# another drain calls) holds an ABSTAIN_CLASS lock too, and does not count.
+# limit (limit / the claimers that share it, less the slots it holds already: otherwise the
+# claimer that commits first takes every freed slot again and the others, and their database
+# connections, stay idle), and the token bucket for the request rate. How many share a limit
+# is the caller's to say (``claim``'s ``sharers``: a scalar query, read in this statement's
+# snapshot, that the worker builds from its drains, worker/roles.py; "SELECT 1" for a
+# caller that shares with no one).
 # ``open``: the destination's free slots whatever the share (for PROMOTE_QUEUED).
 # ``queue``: how many steps more to claim without a slot (see "Slots" above): enough that
 # this worker's queue matches the slots it will hold (at most its share); none for a
@@ -100,11 +100,7 @@ LOCK_DESTINATIONS = """
 # whole limit while the other drains abstained — gives the surplus up as its calls end
 # (worker.SlotGate), since hand-overs would otherwise keep every slot with it for good.
 DESTINATION_BUDGETS = """
-    WITH drains AS (
-        SELECT greatest(1, count(*) FILTER (WHERE classid = %(drain_class)s)
-                           - count(*) FILTER (WHERE classid = %(abstain_class)s)) AS n FROM pg_locks
-        WHERE locktype = 'advisory' AND classid IN (%(drain_class)s, %(abstain_class)s) AND granted
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+    WITH sharers AS (SELECT greatest(1, ({sharers})) AS n)
     SELECT d.id, free.n AS free,
            d.rate_per_second IS NOT NULL AS rated, mine.queued,
            CASE WHEN NOT %(queue)s OR d.rate_per_second IS NOT NULL OR d.concurrency_limit IS NULL THEN 0
@@ -120,7 +116,7 @@ DESTINATION_BUDGETS = """
         FROM executions_step r
         WHERE r.destination_id = d.id AND r.status = 'RUNNING' AND r.leased_by = %(worker)s) mine
     CROSS JOIN LATERAL (
-        SELECT ceil(d.concurrency_limit::numeric / (SELECT n FROM drains))::int AS n) share
+        SELECT ceil(d.concurrency_limit::numeric / (SELECT n FROM sharers))::int AS n) share
     CROSS JOIN LATERAL (
         SELECT greatest(0, least(
                -- least() skips NULLs: an unlimited destination falls through to coalesce.
@@ -134,6 +130,13 @@ DESTINATION_BUDGETS = """
                %(limit)s)) AS n) free
     WHERE d.id = ANY(%(ids)s)
 """
+
+ALONE = "SELECT 1"  # ``sharers`` of a caller that shares its destinations' limits with no one
+
+
+@functools.cache
+def _budgets_sql(sharers: str) -> str:
+    return DESTINATION_BUDGETS.replace("{sharers}", sharers)
 
 # Per destination the first ``free`` candidates (in due order) take a slot, the next
 # ``queue`` wait for one; slot holders first under the overall limit.
@@ -307,7 +310,8 @@ def _state(value: Any) -> dict[str, Any]:
 
 def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int | None = None,
           plain_limit: int | None = None, queue: bool = False,
-          promoted: set[int] | None = None, shares: dict[int, int | None] | None = None) -> list[ClaimedStep]:
+          promoted: set[int] | None = None, shares: dict[int, int | None] | None = None,
+          sharers: str = ALONE) -> list[ClaimedStep]:
     """Claim up to ``limit`` due steps (call inside a transaction): at most ``plain_limit``
     steps that call no destination and at most ``destination_limit`` that do (both default to
     ``limit``). A destination step claimed into a free slot holds it (S11); with ``queue``
@@ -315,7 +319,9 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     without a slot, to wait for one (see "Slots" above), and free slots no READY step took go
     to the caller's queued steps: their ids are added to ``promoted``. ``shares`` receives,
     per destination looked at, how many slots the caller may hold (None: no limit for it now,
-    because the destination is unlimited or no READY step waits for a slot).
+    because the destination is unlimited or no READY step waits for a slot). ``sharers``: SQL
+    of a scalar query, how many claimers share each destination's limit (see
+    DESTINATION_BUDGETS; the worker's drains pass worker/roles.SHARERS).
 
     Fairness: when both kinds are due, neither starves the other. Plain steps get the first
     half of the room (at least one), destination steps the rest (their slots bound them
@@ -346,7 +352,7 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
             more_plain = len(step_ids) == room
         else:
             taken, waiting = _claim_destinations(cursor, room, alone=alone and not claimed, queue=queue,
-                                                 promoted=promoted, shares=shares)
+                                                 promoted=promoted, shares=shares, sharers=sharers)
             bound += len(taken)
             more_bound = len(taken) == room
         claimed += taken
@@ -368,7 +374,7 @@ class Budget(NamedTuple):
 
 
 def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool, promoted: set[int] | None,
-                        shares: dict[int, int | None] | None = None) -> tuple[list[ClaimedStep], bool]:
+                        shares: dict[int, int | None] | None, sharers: str) -> tuple[list[ClaimedStep], bool]:
     """Up to ``limit`` destination steps within their destinations' free slots and rate
     tokens (and with ``queue``, more to wait for a slot; free slots left over go to steps in
     the caller's queue, added to ``promoted``); and whether a suspect among the candidates
@@ -378,9 +384,8 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool, pr
     locked = [row[0] for row in cursor.fetchall()]
     if not locked:
         return [], False
-    cursor.execute(DESTINATION_BUDGETS, {"ids": locked, "limit": limit, "worker": worker,
-                                         "drain_class": kick.ADVISORY_CLASS,
-                                         "abstain_class": kick.ABSTAIN_CLASS, "queue": queue, "depth": QUEUE_DEPTH})
+    cursor.execute(_budgets_sql(sharers), {"ids": locked, "limit": limit, "worker": worker, "queue": queue,
+                                           "depth": QUEUE_DEPTH})
     every = [Budget(*row) for row in cursor.fetchall()]
     budgets = [b for b in every if b.free + b.queue > 0]
     if not budgets:

@@ -27,11 +27,10 @@ from executions.core.outcomes import Outcome
 from executions.core.runs import LeaseLost, StepRun
 from executions.engine import runner as engine
 from executions.platform import metrics
-from executions.worker import commits, handover, policy
+from executions.worker import commits, handover, policy, roles
 from executions.worker.gates import Gates
 from executions.worker.housekeeping import Housekeeping, Idle, Stopping
 from executions.worker.inflight import InFlight, InFlightSteps
-from executions.worker.roles import Roles
 from executions.worker.runners import Runners
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,7 @@ class Drain:
         self.queue_ahead = threads > 0
         self.gates = Gates()
         self.in_flight = InFlightSteps()
-        self.roles = Roles(slot)
+        self.roles = roles.Roles(slot)
         self.housekeeping = Housekeeping()
         self.stopping = Stopping()
         self.idle = Idle(conf["DRAIN_IDLE_SECONDS"] if idle_seconds is None else idle_seconds)
@@ -172,7 +171,7 @@ class Drain:
         with metrics.timed(metrics.CLAIM_SECONDS), transaction.atomic(), connection.cursor() as cursor:
             claimed = leases.claim(cursor, claim.room, alone=not self.in_flight, plain_limit=claim.plain,
                                    destination_limit=claim.bound, queue=self.queue_ahead, promoted=promoted,
-                                   shares=shares)
+                                   shares=shares, sharers=roles.SHARERS)
             runs = engine.load_runs(cursor, claimed)
         if promoted:  # queued steps of ours that took free slots
             handover.promoted([e for e in self.in_flight if e.run.step_id in promoted and not e.holds_slot])

@@ -1,7 +1,10 @@
 """A drain's role among the live drains, and the lock that says it abstains (policy.py,
 "Roles"): the drains alive are the holders of drain slots (slots.py), read from pg_locks;
-an abstaining drain holds an ABSTAIN_CLASS lock in its slot, which the claim's budget SQL
-counts (leases.DESTINATION_BUDGETS) to divide each destination's limit among the others."""
+an abstaining drain holds an ABSTAIN_CLASS lock in its slot. SHARERS counts the drains that
+call — the live ones less those abstaining — for the claim, which divides each
+destination's limit among them (leases.claim's ``sharers``).
+
+The whole negotiation lives here and in policy.py; the claim only receives the count."""
 
 from __future__ import annotations
 
@@ -16,6 +19,18 @@ from executions.worker import policy, slots
 log = logging.getLogger(__name__)
 
 ROLE_CHECK_EVERY = 0.2  # seconds between looks at which drains are alive
+ABSTAIN_CLASS = 7_318_002  # pg_locks.classid of the drains that take no destination step now
+
+# How many drains share each destination's limit (at least one: a drain outside a slot, a
+# test or a command, counts as one), read in the claim's own statement so that a drain
+# starting or stopping to abstain is seen by the very next claim of every drain.
+SHARERS = f"""
+    SELECT count(*) FILTER (WHERE classid = {kick.ADVISORY_CLASS})
+           - count(*) FILTER (WHERE classid = {ABSTAIN_CLASS})
+    FROM pg_locks
+    WHERE locktype = 'advisory' AND classid IN ({kick.ADVISORY_CLASS}, {ABSTAIN_CLASS}) AND granted
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""  # noqa: S608 - constant SQL
 
 # The live drains' slots.
 LIVE_DRAINS = """
@@ -57,7 +72,7 @@ class Roles:
         if self.abstaining_on is not None and self.abstaining_on == slots.backend_pid():
             return  # held, on the session that is still ours
         with connection.cursor() as cursor:
-            cursor.execute(slots.TRY_SLOT, {"class": kick.ABSTAIN_CLASS, "slot": self.slot})
+            cursor.execute(slots.TRY_SLOT, {"class": ABSTAIN_CLASS, "slot": self.slot})
             self.abstaining_on = slots.backend_pid() if cursor.fetchone()[0] else None
 
     def stop_abstaining(self) -> None:
@@ -68,6 +83,6 @@ class Roles:
             return  # the session that held it is gone, and the lock with it
         try:
             with connection.cursor() as cursor:
-                cursor.execute(slots.RELEASE_SLOT, {"class": kick.ABSTAIN_CLASS, "slot": self.slot})
+                cursor.execute(slots.RELEASE_SLOT, {"class": ABSTAIN_CLASS, "slot": self.slot})
         except DatabaseError:
             log.warning("could not stop abstaining (the connection is gone, so is the lock)")

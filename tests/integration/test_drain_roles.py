@@ -16,7 +16,7 @@ from django.db import connection
 
 from executions import kick
 from executions.models import Step
-from executions.worker import Drain
+from executions.worker import Drain, roles
 from executions.worker.roles import Roles
 from tests.support import factories, handlers, helpers
 
@@ -44,7 +44,7 @@ def live_slots():
 
 def abstaining() -> set[int]:
     with connection.cursor() as cursor:
-        cursor.execute(ABSTAINING, [kick.ABSTAIN_CLASS])
+        cursor.execute(ABSTAINING, [roles.ABSTAIN_CLASS])
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -81,7 +81,7 @@ def test_an_abstaining_drain_leaves_its_share_of_a_limit_to_the_others(workspace
     api = helpers.waiting_calls(workspace, 20, concurrency_limit=7)
     live_slots(0, 1)
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
-        other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
+        other.execute(OTHER_DRAINS, [roles.ABSTAIN_CLASS, 1])
         assert len(helpers.claim(100)) == 7, "one of two drains calls: the whole limit is its share"
     assert Step.objects.filter(destination=api, status="RUNNING").count() == 7
 
@@ -93,7 +93,7 @@ def test_a_claim_tells_the_caller_its_share_while_ready_steps_wait(workspace, li
     assert len(helpers.claim(3, shares=shares)) == 3
     assert shares == {api.pk: 4}, "ceil(7 / 2) while READY steps wait"
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
-        other.execute(OTHER_DRAINS, [kick.ABSTAIN_CLASS, 1])
+        other.execute(OTHER_DRAINS, [roles.ABSTAIN_CLASS, 1])
         helpers.claim(3, shares=shares)
     assert shares == {api.pk: 7}, "the other drain abstains: the whole limit"
     assert len(helpers.claim(100, queue=True, shares=shares)) == 2, "one slot left, one step queued"

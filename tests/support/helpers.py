@@ -15,7 +15,7 @@ from executions.core.runs import StepRun
 from executions.engine import runner as engine
 from executions.models import Destination, Execution, Step
 from executions.services import lifecycle as services
-from executions.worker import Drain
+from executions.worker import Drain, roles
 from workflows.models import Workspace
 from workflows.services import publish_version
 
@@ -106,9 +106,10 @@ def drain_in_thread() -> None:
 
 
 def claim(limit: int = 100, **options: Any) -> list[leases.ClaimedStep]:
-    """Claim up to ``limit`` steps in a transaction of their own, as a worker would."""
+    """Claim up to ``limit`` steps in a transaction of their own, as a worker's drain would
+    (sharing each destination's limit with the live drains)."""
     with transaction.atomic(), connection.cursor() as cursor:
-        return leases.claim(cursor, limit, **options)
+        return leases.claim(cursor, limit, **{"sharers": roles.SHARERS, **options})
 
 
 def claim_runs(limit: int = 100) -> list[StepRun]:

@@ -39,11 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 # (importer, imported) edges that run up the layers on purpose, each with its reason.
-ALLOWED_UP: dict[tuple[str, str], str] = {
-    ("executions.core.leases", "executions.kick"):
-        "the destination budget SQL counts the drains' advisory-lock classes (the negotiated roles "
-        "of docs/architecture.md, 'Roles'), until roles are fixed by the task",
-}
+ALLOWED_UP: dict[tuple[str, str], str] = {}
 
 
 def project_modules() -> dict[str, Path]:
