@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from executions.destinations import outbound
+from executions.destinations import http11, outbound
 from tests.support.awkward_server import AwkwardServer, Connection, answer, keep_alive
 from tests.support.outbound import run_calls
 
@@ -151,6 +151,44 @@ def test_a_connection_the_server_closed_while_idle_is_replaced():
             status = (await call(server, "POST", json_body=2)).status
             return status, server.connections, len(server.requests)
     assert run_calls(scenario()) == (200, 2, 2)
+
+
+@pytest.mark.parametrize("noticed", [True, False], ids=["close-seen-while-idle", "close-seen-on-send"])
+def test_a_keyed_post_that_meets_a_connection_closed_while_idle_is_sent_once_on_a_new_one(monkeypatch, noticed):
+    """A POST carrying an Idempotency-Key (as every HTTP step's does) that meets a stale
+    connection is sent on a new one — also when the close races the reuse and is found only
+    when the request meets it."""
+    if not noticed:
+        monkeypatch.setattr(http11.Connection, "usable", lambda self, now: True)
+
+    async def one_then_close(conn: Connection) -> None:
+        await conn.request()
+        await conn.send(answer())
+
+    async def scenario() -> tuple[int, int, int]:
+        async with AwkwardServer(one_then_close) as server:
+            key = {"Idempotency-Key": "sb:step-1"}
+            await call(server, "POST", json_body=1, headers=key)
+            await asyncio.sleep(0.05)  # the close arrives while the connection is idle
+            status = (await call(server, "POST", json_body=2, headers=key)).status
+            return status, server.connections, len(server.requests)
+    assert run_calls(scenario()) == (200, 2, 2)
+
+
+@pytest.mark.parametrize("tail", [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", b""],
+                         ids=["bytes-after-the-answer", "connection-close"])
+def test_a_connection_is_reused_only_after_a_clean_keep_alive_answer(tail):
+    async def answer_then(conn: Connection) -> None:
+        while True:
+            await conn.request()
+            await conn.send(answer(headers=b"" if tail else b"Connection: close\r\n") + tail)
+
+    async def scenario() -> tuple[int, int]:
+        async with AwkwardServer(answer_then) as server:
+            for _ in range(2):
+                await call(server)
+            return server.connections, len(server.requests)
+    assert run_calls(scenario()) == (2, 2), "each call opened a connection of its own"
 
 
 def test_the_host_header_names_the_host_and_port_and_the_callers_headers_win():
