@@ -165,6 +165,10 @@ class Destination(models.Model):
     # Sealed with SB_CREDENTIALS_KEY (executions/destinations/credentials.py); never shown, only their kind.
     credentials_sealed = models.TextField(blank=True, default="", db_default="")
     credentials_kind = models.CharField(max_length=10, blank=True, default="", db_default="")
+    # Bumped by a trigger (migration 0021) whenever a column a call reads changes (base URL,
+    # credentials, timeout, response cap, name): workers compare it with their copies
+    # (executions/core/calls.py, "Copies").
+    config_version = models.BigIntegerField(default=0, db_default=0)
     # Token bucket for rate_per_second, refilled from database time when slots are claimed.
     rate_tokens = models.FloatField(default=0.0)
     rate_updated_at = models.DateTimeField(db_default=Now())

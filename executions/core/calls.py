@@ -5,11 +5,27 @@ rate and latency; metrics count it too). The drain writes the rows of the calls 
 event loop inside the commit of their results (``record_calls`` with the commit's cursor);
 ``record_call`` writes one on its own and never fails the step. Retention deletes old rows
 (``purge_calls``). Credentials come sealed (executions/destinations/credentials.py opens them).
+
+**Copies** (issue 28, section 4). A drain keeps what FOR_CALLS read — its copy of a
+destination's call settings — for the steps it queues for a slot, and a queued step starts its
+call when a slot frees, without a round trip. So that a change of the settings reaches every
+call that starts after the change has returned, a copy is a lease:
+
+* it may start calls for ``COPY_SECONDS`` from the moment the statement that read or
+  confirmed it was sent (FOR_CALLS; the slot take-over of a commit, which returns the
+  destination's ``config_version``, confirms a copy of the same version and retires an older
+  one); after that the drain reads it again before it starts anything with it;
+* a change of a column FOR_CALLS reads bumps ``config_version`` (a trigger, migration 0021)
+  and, when the destination has RUNNING steps, returns only after ``COPY_SECONDS`` plus a
+  margin (``outlive_copies``): by then every copy that was read before the change has lapsed.
+  With no step RUNNING no drain can start a call with an older copy: a claim reads the
+  settings in its own transaction, after locking the destination row the change updates.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.db import connection
@@ -18,11 +34,24 @@ from executions.platform import metrics
 
 log = logging.getLogger(__name__)
 
-# What an HTTP step needs of its destination, for the claimed steps' destinations.
+# What an HTTP step needs of its destination, for the claimed steps' destinations. A change of
+# any of these columns bumps config_version (the trigger of migration 0021 lists the same ones).
 FOR_CALLS = """
-    SELECT id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed
+    SELECT id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed, config_version
     FROM executions_destination WHERE id = ANY(%(ids)s)
 """
+
+# Whether a drain may hold a copy of the destination's settings that can still start a call:
+# only for a step it has claimed and not yet finished (see "Copies" above).
+IN_USE = """
+    SELECT EXISTS (SELECT 1 FROM executions_step WHERE destination_id = %(id)s AND status = 'RUNNING')
+"""
+
+# How long a copy may start calls after the statement that read or confirmed it was sent; a
+# change waits as long (and COPY_MARGIN for clocks that run at slightly different rates, and
+# for the moment between a copy's check and the call's use of it) before it returns.
+COPY_SECONDS = 1.0
+COPY_MARGIN = 0.1
 
 # One row of the call log (the Rate Limits page's error rate and latency).
 RECORD_CALL = """
@@ -31,12 +60,26 @@ RECORD_CALL = """
 """
 
 def for_calls(cursor: Any, destination_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """id → {id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed} (FOR_CALLS)."""
+    """id → {id, name, base_url, timeout_seconds, max_response_bytes, credentials_sealed,
+    config_version} (FOR_CALLS)."""
     if not destination_ids:
         return {}
     cursor.execute(FOR_CALLS, {"ids": destination_ids})
     names = [column.name for column in cursor.description]
     return {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
+
+
+def copies_in_use(cursor: Any, destination_id: int) -> bool:
+    """Whether a drain may start a call of this destination with a copy it holds (IN_USE)."""
+    cursor.execute(IN_USE, {"id": destination_id})
+    return bool(cursor.fetchone()[0])
+
+
+def outlive_copies() -> None:
+    """Wait until every copy read before now has lapsed (see "Copies" above): called after a
+    change of the settings commits, so that the change returns only once no call can start
+    with the old ones. A request-scoped wait of about a second, not a worker's."""
+    time.sleep(COPY_SECONDS + COPY_MARGIN)
 
 
 def record_call(destination_id: int, step_id: int, status_code: int | None, seconds: float, error: str) -> None:

@@ -175,6 +175,8 @@ PROMOTE_QUEUED = """
 # the planner re-ran ``room``'s count for every taker and walked every RUNNING step of the
 # table against the input list — 60-90 ms per commit at a limit of 256, most of the
 # database's time in `bench destination` (docs/performance-log.md, "Fifth pass").
+# Each granted row comes with its destination's config_version, read in the same statement: the
+# drain's copy of that version may start calls for a while longer (executions/core/calls.py, "Copies").
 TAKE_OVER_SLOTS = """
     WITH taker AS MATERIALIZED (
         SELECT s.id, s.destination_id,
@@ -183,15 +185,15 @@ TAKE_OVER_SLOTS = """
         JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) WITH ORDINALITY AS l(id, token, n) ON s.id = l.id
         WHERE s.id = ANY(%(ids)s) AND s.lease_token = l.token AND s.status = 'RUNNING' AND NOT s.holds_slot
     ), room AS MATERIALIZED (
-        SELECT d.id, d.concurrency_limit - (SELECT count(*) FROM executions_step r
-                                            WHERE r.destination_id = d.id AND r.status = 'RUNNING'
-                                              AND r.holds_slot) AS n
+        SELECT d.id, d.config_version, d.concurrency_limit - (SELECT count(*) FROM executions_step r
+                                                              WHERE r.destination_id = d.id
+                                                                AND r.status = 'RUNNING' AND r.holds_slot) AS n
         FROM executions_destination d WHERE d.id IN (SELECT destination_id FROM taker)
     )
     UPDATE executions_step s SET holds_slot = true
     FROM taker JOIN room ON room.id = taker.destination_id
     WHERE s.id = taker.id AND (room.n IS NULL OR taker.n <= room.n)
-    RETURNING s.id
+    RETURNING s.id, room.id, room.config_version
 """
 
 # Spend the tokens of the claimed requests (rows are still locked by this transaction).
@@ -441,13 +443,17 @@ def _lease_params(leases_: list[Lease]) -> dict[str, Any]:
     return {"ids": [lease.step_id for lease in leases_], "tokens": [lease.token for lease in leases_]}
 
 
-def take_over_slots(cursor: Any, leases_: list[Lease]) -> set[int]:
+def take_over_slots(cursor: Any, leases_: list[Lease], versions: dict[int, int] | None = None) -> set[int]:
     """Queued steps that started in the slots of the steps being committed in this
-    transaction take those slots (see "Slots" above); returns the ids that did."""
+    transaction take those slots (see "Slots" above); returns the ids that did. ``versions``
+    receives the config_version of each destination where one did."""
     if not leases_:
         return set()
     cursor.execute(TAKE_OVER_SLOTS, _lease_params(leases_))
-    return {row[0] for row in cursor.fetchall()}
+    rows = cursor.fetchall()
+    if versions is not None:
+        versions.update((destination, version) for _, destination, version in rows)
+    return {row[0] for row in rows}
 
 
 def fence(cursor: Any, leases_: list[Lease]) -> set[int]:

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
+from executions.core import calls as call_log
 from executions.destinations import credentials as credential_rules
 from executions.destinations import outbound
 from workflows import fields as field_rules
@@ -42,6 +43,9 @@ MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 REQUIRED = ("name", "base_url")
 EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes",
             "credentials")
+# What a call reads (executions/core/calls.py, FOR_CALLS): a change of one of them returns only
+# once every call that starts after it uses the new value (calls.outlive_copies).
+CALL_SETTINGS = frozenset({"base_url", "timeout_seconds", "max_response_bytes", "credentials"})
 
 # What each field must be, as shown to API clients and UI users (and in the API schema).
 RULES = {
@@ -169,8 +173,11 @@ def create_destination(workspace: Any, *, system_actor: Any = None, **fields: An
 
 def update_destination(destination: Any, *, system_actor: Any = None, **fields: Any) -> Any:
     """Change a destination's editable fields. A new limit is effective at the next claim
-    on every worker (slots are counted from RUNNING steps; nothing to restart). A reserved
-    destination needs a verified ``system_actor`` (``sudo.require_destination``)."""
+    on every worker (slots are counted from RUNNING steps; nothing to restart). A new base
+    URL, credentials, timeout or response cap reaches every call that starts after the change
+    has committed and returned: while steps of the destination run, the return waits for the
+    workers' copies of the old values to lapse (about a second, calls.outlive_copies). A
+    reserved destination needs a verified ``system_actor`` (``sudo.require_destination``)."""
     from executions.models import Destination
 
     sudo.require_destination(destination.name, system_actor, "changing")
@@ -185,8 +192,17 @@ def update_destination(destination: Any, *, system_actor: Any = None, **fields: 
                 .get(pk=destination.pk)
             _keep_secrets_home(current, clean)
             Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
+            # After our UPDATE holds the row: a claim that read the old values has committed
+            # its steps (they show here); a later one reads the new values.
+            if CALL_SETTINGS & clean.keys() and _copies_in_use(destination.pk):
+                transaction.on_commit(call_log.outlive_copies)
         destination.refresh_from_db()
     return destination
+
+
+def _copies_in_use(destination_id: int) -> bool:
+    with connection.cursor() as cursor:
+        return call_log.copies_in_use(cursor, destination_id)
 
 
 def origin(url: str) -> tuple[str, str, int | None]:

@@ -47,26 +47,28 @@ def connection_lost(error: BaseException) -> bool:
     return isinstance(error, CONNECTION_LOST) and not transient.is_transient(error)
 
 
-def commit(results: Results, takers: Sequence[leases.Lease] = ()) -> set[int]:
+def commit(results: Results, takers: Sequence[leases.Lease] = (), versions: dict[int, int] | None = None) -> set[int]:
     """Commit ``results`` (see the module doc); returns the step ids of ``takers`` — queued
-    steps running in the slots of finished ones — that took those slots over."""
+    steps running in the slots of finished ones — that took those slots over. ``versions``
+    receives the config version of each destination where one did (leases.take_over_slots)."""
     try:
-        return commit_or_wait(results, takers)
+        return commit_or_wait(results, takers, versions)
     except DatabaseError as error:
         if connection_lost(error):
             raise
         commit_apart(results, error)
-        return _take_over_apart(takers)
+        return _take_over_apart(takers, versions)
 
 
-def commit_or_wait(results: Results, takers: Sequence[leases.Lease] = ()) -> set[int]:
+def commit_or_wait(results: Results, takers: Sequence[leases.Lease] = (),
+                   versions: dict[int, int] | None = None) -> set[int]:
     """One transaction, tried again on a transient error and across a lost connection for up
     to half a lease; a refused result raises."""
     give_up_at = time.monotonic() + leases.lease_seconds() / 2
     pause = 0.1
     while True:
         try:
-            return transient.retrying(lambda: commit_once(results, takers))
+            return transient.retrying(lambda: commit_once(results, takers, versions))
         except DatabaseError as error:
             if not connection_lost(error) or time.monotonic() > give_up_at:
                 raise
@@ -77,7 +79,8 @@ def commit_or_wait(results: Results, takers: Sequence[leases.Lease] = ()) -> set
             pause = min(pause * 2, 2.0)
 
 
-def commit_once(results: Results, takers: Sequence[leases.Lease] = ()) -> set[int]:
+def commit_once(results: Results, takers: Sequence[leases.Lease] = (),
+                versions: dict[int, int] | None = None) -> set[int]:
     """One attempt: the results, their call log and the slot take-over in one transaction.
 
     The fan-out counters come last, so their row — the one every worker's commit of a
@@ -88,7 +91,7 @@ def commit_once(results: Results, takers: Sequence[leases.Lease] = ()) -> set[in
     with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
         engine.commit(cursor, results, counts=counts)
         call_log.record_calls(calls, cursor=cursor)
-        taken = leases.take_over_slots(cursor, list(takers))
+        taken = leases.take_over_slots(cursor, list(takers), versions)
         counts.apply(cursor)
         return taken
 
@@ -122,13 +125,13 @@ def _fail_refused(run: StepRun, error: DatabaseError) -> None:
         log.error("step %s: not even its failure could be recorded (%s); its lease will expire", run.step_id, again)
 
 
-def _take_over_apart(takers: Sequence[leases.Lease]) -> set[int]:
+def _take_over_apart(takers: Sequence[leases.Lease], versions: dict[int, int] | None = None) -> set[int]:
     """After a commit split apart (a refused result): the slot take-over on its own."""
     if not takers:
         return set()
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            return leases.take_over_slots(cursor, list(takers))
+            return leases.take_over_slots(cursor, list(takers), versions)
     except DatabaseError:
         log.warning("could not hand %s slots over; their queued steps run on in them", len(takers))
         return set()

@@ -1,5 +1,6 @@
 """A drain's slots at each destination (S11): which queued step may start a call
-(handover.py gives a finished step's slot to the queued step that took its place)."""
+(handover.py gives a finished step's slot to the queued step that took its place), and with
+which copy of the destination's call settings (copies.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from executions.core import leases
+from executions.worker.copies import Copy
 
 
 class SlotGate:
@@ -24,6 +26,9 @@ class SlotGate:
     ``share``: while other drains wait for slots, a call that ends with ``share`` calls or
     more still running starts nothing: its slot is given up at the commit (handover.hand_over),
     so a drain that took the whole limit hands the surplus back as its calls end.
+    ``copy``: the drain's copy of the destination's call settings; a step starts only while
+    it is fresh, and with it (copies.py) — a lapsed one waits for the drain to read it again
+    (``waiting_for_copy``), so a call never starts with settings a change has replaced.
     Thread-safe: calls end on the event loop or on step threads; the drain's thread claims,
     commits and renews."""
 
@@ -34,6 +39,7 @@ class SlotGate:
         self.queue: deque[Callable[[], None]] = deque()
         self.valid_until = 0.0  # monotonic time after which nothing starts until a renewal
         self.share: int | None = None  # the slots this drain may use now (None: all it holds)
+        self.copy: Copy | None = None  # what its steps' calls use; none started without a fresh one
 
     def submit(self, start: Callable[[], None], *, holds_slot: bool) -> None:
         """Queue a claimed step's start (a step claimed into a free slot brings the slot)."""
@@ -69,10 +75,37 @@ class SlotGate:
             ready = self._ready()
         self._run(ready)
 
+    def configure(self, copy: Copy) -> None:
+        """A copy of the destination's settings, just read."""
+        with self.lock:
+            self.copy = copy
+            ready = self._ready()
+        self._run(ready)
+
+    def confirm(self, version: int, asked_at: float) -> None:
+        """A statement sent at ``asked_at`` found the destination at ``version`` (Copy.confirmed)."""
+        with self.lock:
+            if self.copy is None:
+                return
+            self.copy = self.copy.confirmed(version, asked_at)
+            ready = self._ready()
+        self._run(ready)
+
+    def waiting_for_copy(self) -> bool:
+        """A queued step would start now but for a lapsed copy: the drain should read it again."""
+        with self.lock:
+            now = time.monotonic()
+            return bool(self.queue) and now < self.valid_until and self.active < self._room() \
+                and not (self.copy is not None and self.copy.fresh(now))
+
+    def _room(self) -> int:
+        return self.slots if self.share is None else min(self.slots, self.share)
+
     def _ready(self) -> list[Callable[[], None]]:
         ready: list[Callable[[], None]] = []
-        if self.queue and time.monotonic() < self.valid_until:
-            room = self.slots if self.share is None else min(self.slots, self.share)
+        now = time.monotonic()
+        if self.queue and now < self.valid_until and self.copy is not None and self.copy.fresh(now):
+            room = self._room()
             while self.queue and self.active < room:
                 self.active += 1
                 ready.append(self.queue.popleft())
@@ -106,6 +139,21 @@ class Gates:
     def queues(self) -> list[tuple[int, int]]:
         """(steps queued, slots held) of each gate: what the claim policy reads."""
         return [(len(gate.queue), gate.slots) for gate in self.by_destination.values()]
+
+    def configure(self, copies: dict[int, Copy]) -> None:
+        """Copies of destinations' settings, just read (a claim's, or ``copies.read``)."""
+        for destination, copy in copies.items():
+            self.of(destination).configure(copy)
+
+    def confirm(self, versions: dict[int, int], asked_at: float) -> None:
+        """Versions a statement sent at ``asked_at`` found (a commit's slot take-over)."""
+        for destination, version in versions.items():
+            if (gate := self.by_destination.get(destination)) is not None:
+                gate.confirm(version, asked_at)
+
+    def waiting_for_copies(self) -> list[int]:
+        """The destinations whose queued steps wait for their copy to be read again."""
+        return [destination for destination, gate in self.by_destination.items() if gate.waiting_for_copy()]
 
     def limit_to(self, shares: dict[int, int | None]) -> None:
         """The shares of each destination's limit the claim found for this drain."""

@@ -19,7 +19,7 @@ import time
 
 import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from executions import kick
 from executions.core import leases
@@ -27,7 +27,7 @@ from executions.core.outcomes import Outcome
 from executions.core.runs import LeaseLost, StepRun
 from executions.engine import runner as engine
 from executions.platform import metrics
-from executions.worker import commits, handover, policy, roles
+from executions.worker import commits, copies, handover, policy, roles
 from executions.worker.gates import Gates
 from executions.worker.housekeeping import Housekeeping, Idle, Stopping
 from executions.worker.inflight import InFlight, InFlightSteps
@@ -60,6 +60,7 @@ class Drain:
         self.bound_cap = int(conf["DESTINATION_IN_FLIGHT"]) if threads > 0 else self.batch
         self.queue_ahead = threads > 0
         self.gates = Gates()
+        self.copies: dict[int, copies.Copy] = {}  # an inline drain's (a drain with threads keeps them in its gates)
         self.in_flight = InFlightSteps()
         self.roles = roles.Roles(slot)
         self.housekeeping = Housekeeping()
@@ -173,6 +174,13 @@ class Drain:
                                    destination_limit=claim.bound, queue=self.queue_ahead, promoted=promoted,
                                    shares=shares, sharers=roles.SHARERS)
             runs = engine.load_runs(cursor, claimed)
+        # The destinations' settings as this claim read them: the copies its steps start with.
+        claimed_copies = {run.claimed.destination_id: copies.of_claim(run.destination, asked_at) for run in runs
+                          if run.claimed.destination_id is not None and run.destination is not None}
+        if self.runners.inline:
+            self.copies.update(claimed_copies)
+        else:
+            self.gates.configure(claimed_copies)
         if promoted:  # queued steps of ours that took free slots
             handover.promoted([e for e in self.in_flight if e.run.step_id in promoted and not e.holds_slot])
         metrics.steps_claimed(runs)
@@ -195,13 +203,38 @@ class Drain:
     def _start(self, entry: InFlight) -> None:
         destination = entry.run.claimed.destination_id
         gate = self.gates.of(destination) if destination is not None and not self.runners.inline else None
+        if destination is not None and self.runners.inline:
+            # Run at once, after the steps claimed before it: with a fresh copy (copies.py).
+            entry.run.destination = self._inline_copy(destination).values
         self.in_flight.add(self.runners.start(entry, gate), entry)
+
+    def _inline_copy(self, destination: int) -> copies.Copy:
+        copy = self.copies.get(destination)
+        if copy is None or not copy.fresh(time.monotonic()):
+            self.copies.update(copies.read([destination]))
+            copy = self.copies[destination]
+        return copy
+
+    def _read_copies(self) -> None:
+        """Read again the lapsed copies that queued steps wait for (a destination this drain
+        has not claimed for, nor committed a hand-over at, in COPY_SECONDS), so they start
+        now and the coming commit hands them the slots of the calls that ended. A database
+        error leaves them waiting (the commit that follows meets it too)."""
+        waiting = self.gates.waiting_for_copies()
+        if not waiting:
+            return
+        try:
+            self.gates.configure(copies.read(waiting))
+        except DatabaseError as error:
+            log.warning("could not read the settings of destinations %s (%s); their queued steps wait",
+                        waiting, error)
 
     def _collect(self, *, block: bool) -> int:
         """Commit every finished step (one transaction); returns how many were committed."""
         if not self.in_flight:
             return 0
         done = self.in_flight.settled(until=time.monotonic() + (0.05 if block else 0.0), enough=1)
+        self._read_copies()
         if done and len(done) < min(COMMIT_BATCH, len(self.in_flight)) and self.queue_ahead:
             # Others are about to finish: let them join this commit (a commit costs the same
             # round trips for one result or fifty). Slots are not kept idle meanwhile: a
@@ -221,7 +254,11 @@ class Drain:
         if any(run.claimed.destination_id is not None for run, _ in results):
             self.bound_retry_at = 0.0  # a slot of ours frees with this commit: claim again at once
         if results:
+            self._read_copies()  # again: a copy may have lapsed while the commit lingered
             takers = handover.hand_over(finished, self.in_flight)
-            handover.taken_over(takers, commits.commit(results, [e.run.claimed.lease for e in takers]))
+            asked_at = time.monotonic()
+            versions: dict[int, int] = {}
+            handover.taken_over(takers, commits.commit(results, [e.run.claimed.lease for e in takers], versions))
+            self.gates.confirm(versions, asked_at)  # the take-over read each destination's config version
             self.steps_done += len(results)
         return len(results)

@@ -52,7 +52,15 @@ class Runners:
         return self.pool.submit(self._execute, entry)
 
     def _start_gated(self, entry: InFlight, gate: SlotGate, loop: StepLoop | None) -> StepFuture:
+        """Queue the step at its gate. When the gate starts it, the step takes the gate's copy
+        of the destination's settings — fresh, or the gate would not have started it — not
+        the one it was claimed with, which may be older (copies.py)."""
         future = StepFuture()
+
+        def admitted() -> None:
+            entry.admitted = time.monotonic()
+            if gate.copy is not None:
+                entry.run.destination = gate.copy.values
 
         if loop is not None:
             async def call() -> Outcome:
@@ -62,7 +70,7 @@ class Runners:
                     gate.release()
 
             def start() -> None:
-                entry.admitted = time.monotonic()
+                admitted()
                 if future.cancelled():  # timed out or shut down while queued
                     gate.release()
                     return
@@ -77,7 +85,7 @@ class Runners:
                     db.connections.close_all()  # this thread's own connection goes with it
 
             def start() -> None:
-                entry.admitted = time.monotonic()
+                admitted()
                 threading.Thread(target=work, name="sb-step-bound", daemon=True).start()
 
         gate.submit(start, holds_slot=entry.holds_slot)

@@ -3,7 +3,9 @@
 Paths: ``/ok`` echoes the JSON body (200); ``/status/<code>`` answers that code;
 ``/slow/<seconds>`` answers 200 after a delay; ``/big/<bytes>`` sends that many bytes
 (``/big/<bytes>/unsized``: without a Content-Length, until the connection closes);
-``/trickle/<seconds>`` sends one byte every 50 ms for that long; ``/echo-headers/<code>[/<n>]``
+``/trickle/<seconds>`` sends one byte every 50 ms for that long; ``/hold`` (also as the last
+segment: ``/v1/hold``) answers 200 once the test sets ``recorder.released`` (the test decides
+when a call ends); ``/echo-headers/<code>[/<n>]``
 answers that code quoting the request's Authorization and X-Api-Key (after n characters of
 padding); ``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a gzip-compressed
 body whatever was asked; anything else 404 (with a long body).
@@ -27,6 +29,7 @@ class Recorder:
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.peak = 0
+        self.released = threading.Event()  # ``/hold`` answers once it is set
 
     def enter(self) -> None:
         with self.lock:
@@ -135,6 +138,9 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 return int(parts[1]), {"got": quoted}
             if parts[0] == "status" and len(parts) > 1:
                 return int(parts[1]), {"error": f"status {parts[1]}"}
+            if parts[-1] == "hold":  # also under a base URL's path (``/v1/hold``)
+                released = recorder.released.wait(30)
+                return (200, {"held": True}) if released else (504, {"error": "never released"})
             if parts[0] == "slow" and len(parts) > 1:
                 time.sleep(float(parts[1]))
                 return 200, {"slept": float(parts[1])}

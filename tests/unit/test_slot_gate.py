@@ -7,13 +7,21 @@ from collections.abc import Callable
 from types import SimpleNamespace
 
 from executions.worker import handover
+from executions.worker.copies import Copy
 from executions.worker.gates import SlotGate
 from executions.worker.inflight import InFlight
+
+
+def a_copy(version: int = 1, *, lasting: float = 60.0) -> Copy:
+    """A copy of the destination's settings, fresh for ``lasting`` seconds."""
+    return Copy({"id": 7, "base_url": f"http://v{version}.example", "config_version": version},
+                time.monotonic() + lasting)
 
 
 def gate_with(started: list[int]) -> tuple[SlotGate, Callable[..., None]]:
     gate = SlotGate()
     gate.renewed(time.monotonic() + 60)
+    gate.configure(a_copy())
 
     def step(n: int, *, holds_slot: bool) -> None:
         gate.submit(lambda: started.append(n), holds_slot=holds_slot)
@@ -60,6 +68,7 @@ def test_slots_given_up_or_taken_over_change_what_may_start():
 def test_nothing_starts_while_the_drains_leases_may_have_lapsed():
     started: list[int] = []
     gate = SlotGate()
+    gate.configure(a_copy())
     gate.submit(lambda: started.append(1), holds_slot=True)
     assert started == [], "leases never confirmed: the slot may already be someone else's"
     gate.renewed(time.monotonic() + 60)
@@ -162,3 +171,44 @@ def test_a_gate_above_its_share_starts_nothing_until_it_is_back_under_it():
     assert started == [1, 2, 3, 4], "under its share: the next queued step starts"
     gate.limit_to(None)  # no READY step waits any more: every slot it holds may be used
     assert started == [1, 2, 3, 4, 5]
+
+
+# --- the copy of the destination's settings a step starts with (copies.py) ----------------------------
+
+def test_a_step_starts_only_while_the_gates_copy_of_the_settings_is_fresh():
+    started: list[int] = []
+    gate, step = gate_with(started)
+    step(1, holds_slot=True)
+    step(2, holds_slot=False)
+    gate.configure(a_copy(lasting=-1))  # neither read nor confirmed for COPY_SECONDS
+    gate.release()  # call 1 ended: its slot is free
+    assert started == [1], "a lapsed copy starts nothing: a change may have replaced it"
+    assert gate.waiting_for_copy(), "the drain is asked to read it again"
+    gate.configure(a_copy(2))
+    assert started == [1, 2]
+    assert gate.copy is not None and gate.copy.version == 2
+    assert not gate.waiting_for_copy()
+
+
+def test_a_confirmation_of_the_same_version_keeps_a_copy_and_a_newer_version_retires_it():
+    started: list[int] = []
+    gate, step = gate_with(started)
+    gate.configure(a_copy(1, lasting=-1))
+    step(1, holds_slot=True)
+    assert started == []
+    gate.confirm(1, time.monotonic())  # a commit's take-over found version 1 just now
+    assert started == [1]
+    gate.confirm(2, time.monotonic())  # the settings changed since the copy was read
+    step(2, holds_slot=False)
+    gate.release()
+    assert started == [1], "an old copy starts nothing, however recently its destination was seen"
+    assert gate.waiting_for_copy()
+
+
+def test_without_room_a_lapsed_copy_is_not_read_again():
+    started: list[int] = []
+    gate, step = gate_with(started)
+    step(1, holds_slot=True)
+    step(2, holds_slot=False)
+    gate.configure(a_copy(lasting=-1))
+    assert not gate.waiting_for_copy(), "step 2 waits for a slot anyway: no statement for it now"

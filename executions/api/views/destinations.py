@@ -60,7 +60,10 @@ class DestinationDetail(ApiView):
 class UpdateDestination(ApiView):
     @extend_schema(operation_id="update_destination", tags=TAG, request=r.UpdateDestination,
                    description="Change a destination's URL, timeout, limits or response cap; a new "
-                               "concurrency limit applies at the next claim on every worker.",
+                               "concurrency limit applies at the next claim on every worker. A new URL, "
+                               "credentials, timeout or response cap reaches every call that starts after "
+                               "this returns (while its steps run, the answer waits about a second for "
+                               "the workers' copies of the old values to lapse).",
                    responses={200: r.DestinationSerializer})
     @writes("destination.update", Role.OPERATOR, "edit destinations", target="{name}")
     def patch(self, request: Request, name: str) -> Response:
