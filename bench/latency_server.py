@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
-from typing import Any
+from typing import Any, Self
 
 import uvloop
 
@@ -16,7 +16,8 @@ import uvloop
 class _Counts:
     """A LatencyServer's figures, kept by its one loop thread (no lock needed)."""
 
-    FIELDS = ("in_flight", "peak", "answered", "busy", "changed_at", "first_at", "last_at", "busy_by_second")
+    FIELDS: tuple[str, ...] = ("in_flight", "peak", "answered", "busy", "changed_at", "first_at", "last_at",
+                               "busy_by_second")
 
     def __init__(self, latency: float) -> None:
         self.latency = latency
@@ -61,20 +62,26 @@ class LatencyServer(_Counts):
     that frames requests by ``Content-Length`` and answers from a timer. Its figures arrive
     when it stops (monotonic clock times: one clock for every process)."""
 
+    NAME = "bench-latency-server"
+
     def __init__(self, latency: float) -> None:
         super().__init__(latency)  # the figures, filled in by stop()
         self.port = 0
         self._pipe: Any = None
         self._process: Any = None
 
-    def start(self) -> LatencyServer:
+    def counts(self) -> tuple[_Counts, type[_Exchange]]:
+        """What the server process keeps its figures in, and how it answers a connection
+        (bench.fragile_server overrides both)."""
+        return _Counts(self.latency), _Exchange
+
+    def start(self) -> Self:
         context = multiprocessing.get_context("spawn")  # nothing of Django's state goes along
         self._pipe, theirs = context.Pipe()
-        self._process = context.Process(target=_serve, args=(self.latency, theirs), name="bench-latency-server",
-                                        daemon=True)
+        self._process = context.Process(target=_serve, args=(*self.counts(), theirs), name=self.NAME, daemon=True)
         self._process.start()
         if not self._pipe.poll(30):
-            raise RuntimeError("the latency server did not start")
+            raise RuntimeError(f"{self.NAME} did not start")
         self.port = self._pipe.recv()
         return self
 
@@ -84,13 +91,17 @@ class LatencyServer(_Counts):
         try:
             self._pipe.send("stop")
             if self._pipe.poll(10):
-                for name, value in self._pipe.recv().items():
-                    setattr(self, name, value)
+                self.receive(self._pipe.recv())
         finally:
             self._process.join(5)
             if self._process.is_alive():
                 self._process.kill()
             self._process = None
+
+    def receive(self, figures: dict[str, Any]) -> None:
+        """The server process's figures, sent when it stops."""
+        for name, value in figures.items():
+            setattr(self, name, value)
 
     @property
     def pid(self) -> int | None:
@@ -101,19 +112,18 @@ class LatencyServer(_Counts):
         return f"http://127.0.0.1:{self.port}"
 
 
-def _serve(latency: float, pipe: Any) -> None:
+def _serve(counts: _Counts, exchange: type[_Exchange], pipe: Any) -> None:
     """The server process: report the port, serve until told to stop, report the counts."""
     # uvloop (libuv): the far end costs the measured machine's cores 0.04 ms a call instead of
     # asyncio's 0.065 (docs/performance-log.md, "Seventh pass"); a remote server would cost none.
     loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    counts = _Counts(latency)
     server: asyncio.Server = loop.run_until_complete(
-        loop.create_server(lambda: _Exchange(counts, loop), "127.0.0.1", 0, backlog=4096))
+        loop.create_server(lambda: exchange(counts, loop), "127.0.0.1", 0, backlog=4096))
     pipe.send(server.sockets[0].getsockname()[1])
     loop.add_reader(pipe.fileno(), loop.stop)  # any message (or the parent gone) stops it
     loop.run_forever()
     server.close()
-    pipe.send({name: getattr(counts, name) for name in _Counts.FIELDS})
+    pipe.send({name: getattr(counts, name) for name in counts.FIELDS})
 
 
 ANSWER_BODY = b'{"ok": true}'
@@ -145,8 +155,12 @@ class _Exchange(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return  # the body is still arriving
             del self.buffer[:end + 4 + length]
-            self.server.count(+1)
-            self.waiting.append(self.loop.call_later(self.server.latency, self._answer))
+            self.request()
+
+    def request(self) -> None:
+        """One complete request has arrived: answer it after the latency."""
+        self.server.count(+1)
+        self.waiting.append(self.loop.call_later(self.server.latency, self._answer))
 
     def _answer(self) -> None:
         self.waiting.pop(0)

@@ -10,6 +10,7 @@
     manage.py bench cluster --hosts 3 --items 50000 [--broker redis]   (root: network namespaces)
     manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
     manage.py bench steps --items 4000        (an HTTP child's cost to one drain, phase by phase)
+    manage.py bench flow --scenario rate|capacity|outage   (429s, overload and an outage; issue 29)
 """
 
 from __future__ import annotations
@@ -64,9 +65,36 @@ class Command(BaseCommand):
                                  help="a plain fan-out of no-op TASK children running at the same time")
         destination.add_argument("--workers", type=int, default=2)
         destination.add_argument("--profile", action="store_true", help="add database time by statement shape")
+        flow = sub.add_parser("flow", help="flow control against a fragile loopback API: 429s, overload, an outage "
+                                           "(issue 29)")
+        flow.add_argument("--scenario", choices=("rate", "capacity", "outage"), required=True,
+                          help="rate: 429 with Retry-After above R requests/s; capacity: 503 above C requests at "
+                               "once; outage: 500 to every call for a while, mid-run")
+        flow.add_argument("--items", type=int, help="HTTP calls, one per child (rate 5,000; capacity 10,000; "
+                                                    "outage 5,000)")
+        flow.add_argument("--limit", type=int, help="the destination's concurrency limit, the ceiling when adaptive "
+                                                    "(rate 64; capacity 256; outage 64)")
+        flow.add_argument("--mode", choices=("fixed", "adaptive"),
+                          help="the destination's concurrency mode (capacity: adaptive; else fixed)")
+        flow.add_argument("--latency-ms", type=float, help="the server's answer time (default 50)")
+        flow.add_argument("--rate", type=int, help="rate: R, the requests the server allows per sliding second "
+                                                   "(default 200)")
+        flow.add_argument("--capacity", type=int, help="capacity: C, the requests the server holds at once "
+                                                       "(default 32)")
+        flow.add_argument("--settle-seconds", type=float,
+                          help="capacity: the mean in flight is taken after these (default 10)")
+        flow.add_argument("--outage-seconds", type=float, help="outage: how long the server fails (default 20)")
+        flow.add_argument("--outage-after", type=int,
+                          help="outage: requests accepted before it begins (default a fifth of the items)")
+        flow.add_argument("--breaker-open-seconds", type=float,
+                          help="outage: the breaker's open_seconds (default 30)")
+        flow.add_argument("--reference", choices=("measured", "computed"),
+                          help="outage: the fixed limit's calls during the outage, by a second run without a "
+                               "breaker (measured, the default) or as limit x outage / latency (computed)")
+        flow.add_argument("--workers", type=int)
         steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
         steps.add_argument("--items", type=int, default=4_000)
-        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, steps):
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, steps):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -150,3 +178,10 @@ class Command(BaseCommand):
         return destination.run(options["limit"], options["latency_ms"], options["items"],
                                background_items=options["background_items"], workers=options["workers"],
                                profile_queries=options["profile"])
+
+    def _flow(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import flow
+
+        names = ("items", "limit", "mode", "latency_ms", "rate", "capacity", "settle_seconds", "outage_seconds",
+                 "outage_after", "breaker_open_seconds", "reference", "workers")
+        return flow.run(flow.Params.of(options["scenario"], **{name: options[name] for name in names}))
