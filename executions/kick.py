@@ -25,6 +25,7 @@ ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
 # pg_locks.classid of the drains that take no destination step now (executions/worker/policy.py, "Roles"): a
 # destination's fair share is divided among the other drains only (leases.DESTINATION_BUDGETS).
 ABSTAIN_CLASS = 7_318_002
+# (7_318_003: a parent's failFast lock, executions/core/cancel.py; transaction-level, never a drain's.)
 
 # Enqueue a drain only when a slot is free and no drain was enqueued very recently.
 THROTTLE = f"""
