@@ -3,14 +3,15 @@
 A cancel works in two phases, each in its own transactions, so it never holds a lock that
 a child's completion or a spawn batch needs while it waits for one of theirs:
 
-1. **Seal** the target: its unfinished steps, then it, → CANCELLED (services.py). Its
-   SPAWNER step is among them, so a spawn batch in flight either commits before the seal
-   takes the step's lock, or finds its lease gone at its next batch (leases.fence): from
-   then on the spawner creates nothing.
+1. **Seal** the target: its unfinished steps (``cancel_steps``), then it, → CANCELLED
+   (services/lifecycle.py). Its SPAWNER step is among them, so a spawn batch in flight
+   either commits before the seal takes the step's lock, or finds its lease gone at its next
+   batch (leases.fence): from then on the spawner creates nothing.
 2. **Sweep** the descendants (``cancel_descendants``): read the unfinished ones at any depth
    — in a fresh snapshot, so children a spawn batch committed during phase 1 are seen — and
-   cancel their steps, then them, in bounded batches, until a pass finds none. Cancelling a
-   child seals its own spawners the same way, so the sweep ends.
+   cancel their steps (``cancel_steps``: until none is open, so also a next step that a
+   drain's commit in flight created), then them, in bounded batches, until a pass finds
+   none. Cancelling a child seals its own spawners the same way, so the sweep ends.
 
 Each transaction follows the lock order of state.py (a child's rows before its parent's
 fan-out row and steps), and is retried when PostgreSQL picks it as a deadlock victim.
@@ -59,6 +60,28 @@ OPEN_DESCENDANTS = """
 """
 
 
+# Whether any of these executions has a step left to run.
+OPEN_STEPS_LEFT = """
+    SELECT EXISTS (SELECT 1 FROM executions_step
+                   WHERE execution_id = ANY(%(executions)s) AND status IN ('READY', 'RUNNING', 'WAITING'))
+"""
+
+
+def cancel_steps(cursor: Any, execution_ids: list[Any], *, message: str) -> None:
+    """Cancel every unfinished step of these executions (before them: a step before its
+    execution). One statement is not enough: a drain's commit that it waits for (holding a
+    step's lock) may create the execution's next step, which the statement's snapshot does not
+    hold. So it cancels again, each time in a fresh snapshot, until none is open: then no step
+    of theirs runs, so no commit can create one (a commit needs a running step it holds the
+    lease of) and no claim can take one."""
+    state.cancel_open_steps(cursor, execution_ids, message=message)
+    while execution_ids:
+        cursor.execute(OPEN_STEPS_LEFT, {"executions": execution_ids})
+        if not cursor.fetchone()[0]:
+            return
+        state.cancel_open_steps(cursor, execution_ids, message=message)
+
+
 # The failFast lock of a parent (pg_locks.classid; the drains' classes are in kick.py).
 FAIL_FAST_LOCK_CLASS = 7_318_003
 LOCK_FAIL_FAST = "SELECT pg_advisory_xact_lock(%(class)s, hashtext(%(parent)s::text))"
@@ -105,6 +128,6 @@ def _sweep(root: uuid.UUID, message: str, spawner: str | None, cause: str) -> tu
                 return 0, 0  # a retry re-ran the children: the decision this sweep acts on is gone
         cursor.execute(OPEN_DESCENDANTS, {"root": root, "spawner": spawner, "limit": SWEEP_BATCH})
         ids = [row[0] for row in cursor.fetchall()]
-        state.cancel_open_steps(cursor, ids, message=f"{message} (cascade)")
+        cancel_steps(cursor, ids, message=f"{message} (cascade)")
         return len(ids), state.cancel_executions(cursor, ids, message=f"{message} (cascade from {root})",
                                                  cause=cause)
