@@ -97,7 +97,7 @@ FAIL_FAST_HOLDS = f"""
 def lock_fail_fast(cursor: Any, parent: uuid.UUID) -> None:
     """Take ``parent``'s failFast lock until the end of the caller's transaction: first, before
     any row lock (see above). Each failFast sweep batch of ``parent``'s fan-outs and each retry
-of its failed children (fanout/recovery.py) takes it."""
+    of its failed children (fanout/recovery.py) takes it."""
     cursor.execute(LOCK_FAIL_FAST, {"class": FAIL_FAST_LOCK_CLASS, "parent": str(parent)})
 
 
