@@ -22,6 +22,8 @@ from executions import registry
 log = logging.getLogger(__name__)
 
 ADVISORY_CLASS = 7_318_001  # pg_locks.classid of the drain slots
+# (7_318_002: a drain that abstains, worker/roles.py; 7_318_003: a parent's failFast lock,
+# executions/core/cancel.py, transaction-level, never a drain's.)
 
 # Enqueue a drain only when a slot is free and no drain was enqueued very recently.
 THROTTLE = f"""

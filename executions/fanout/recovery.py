@@ -14,12 +14,15 @@ re-run, per fan-out:
 
 The children's transitions move the fan-out's counters (a CANCELLED child leaving CANCELLED
 counts like a FAILED one leaving FAILED) and re-open the failed merge and its parent (redrive,
-state.py). Everything is one transaction, in the lock order of docs/architecture.md: the
-deepest re-run executions first (their steps, then them), then the children (steps, then
-executions — whose counters lock the fan-out row, then the merge step and the parent), and
-only then the stopped spawner step, which no worker holds (a spawner still running is not
-selected: it sees the re-opened fan-out at its next batch, fanout.py). A tree whose payloads
-retention has begun to purge is refused (S19), and the transaction rolls back.
+state.py). Everything is one transaction, in the lock order of docs/architecture.md: first
+the parent's failFast lock (core/cancel.py), so a failFast sweep batch in flight commits
+before this retry reads what to re-run, and the sweep's later batches see the fan-out this
+retry re-opened and stop; then the deepest re-run executions (their steps, then them), then
+the children (steps, then executions — whose counters lock the fan-out row, then the merge
+step and the parent), and only then the stopped spawner step, which no worker holds (a
+spawner still running is not selected: it sees the re-opened fan-out at its next batch,
+fanout.py). A tree whose payloads retention has begun to purge is refused (S19), and the
+transaction rolls back.
 
 ``preview`` counts the same rows with the same predicates, without moving any (and without
 reading them into Python).
@@ -31,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from executions.core import retention, retry, state, versions
+from executions.core import cancel, retention, retry, state, versions
 
 # The fan-outs of a parent (of one spawner, if given), with their spawner step's status, the
 # status of their MERGE step (NULL: none yet), and the items the spawner has not walked.
@@ -175,6 +178,7 @@ def retry_children(cursor: Any, parent: uuid.UUID, *, spawner: str | None, messa
     ``spawner`` only, if given) and re-open the spawners failFast stopped, inside the
     caller's transaction; returns what moved. Raises ``Conflict`` (S19) when the tree's
     payloads are being purged — the caller's transaction then rolls back."""
+    cancel.lock_fail_fast(cursor, parent)  # first; the plan is read after it, in a fresh snapshot
     plan = _plan(cursor, parent, spawner)
     if not plan.failed and not plan.cancelled:
         return Counts()

@@ -111,7 +111,7 @@ def _seal(execution_id: uuid.UUID, message: str) -> None:
         current = Execution.objects.get(pk=execution_id)
         if current.is_terminal:
             raise Conflict(f"execution is already {current.status}")
-        state.cancel_open_steps(cursor, [execution_id], message=message)
+        cancel.cancel_steps(cursor, [execution_id], message=message)
         if not state.cancel_executions(cursor, [execution_id], message=message):
             raise Conflict("execution finished while it was being cancelled")
 

@@ -8,14 +8,16 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from executions.core import state
+from executions.engine import runner as engine
 from executions.fanout import spawn as fanout
 from executions.models import Execution, Step
 from executions.services import lifecycle as services
 from executions.worker import Drain
 from tests.support import factories, helpers
+from tests.support.cluster import wait_for
 
 OPEN = ("PENDING", "RUNNING")
 OPEN_STEPS = ("READY", "RUNNING", "WAITING")
@@ -139,3 +141,80 @@ def test_cancel_open_children_after_the_parent_finished(workspace):
     assert descendants_left_to_run(parent) == (0, 0)
     assert services.cancel_open_children(helpers.refresh(parent), actor="op") == 0
     assert Step.objects.filter(execution__parent=parent, status="CANCELLED").count() == 5
+
+
+# A child whose first step's commit creates its next step.
+TWO_STEPS = {"start": "first", "vertices": {
+    "first": {"type": "TASK", "handler": "test.increment", "next": "second"},
+    "second": {"type": "TIMER", "seconds": 3600},
+}}
+
+
+def _waiting_for_a_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return bool(row) and row[0] == "Lock"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["cancel the parent's open children", "cancel the child"])
+def test_a_step_commit_in_flight_during_a_cancel_leaves_no_step_open(how):
+    """A drain commits a child's step — and with it the child's next step — while a cancel
+    waits for that step's lock. The cancel's statement cannot see the next step (it was
+    inserted after the statement's snapshot), yet it must not leave it open: an open step of
+    a CANCELLED execution runs (S18), and a failFast retry would not re-run it (S28: it re-runs
+    a cancelled child's CANCELLED steps)."""
+    workspace = factories.default_workspace()
+    helpers.publish(workspace, "child", TWO_STEPS)
+    helpers.publish(workspace, "parent", helpers.fanout_doc())
+    parent = helpers.start(workspace, "parent", {"items": [{"n": 1}]})
+    [spawner] = helpers.claim_runs()
+    helpers.commit([(spawner, engine.execute(spawner))])
+    [run] = [run for run in helpers.claim_runs() if run.vertex.id == "first"]
+    outcome = engine.execute(run)
+    child = Execution.objects.get(parent=parent)
+    holding, go = threading.Event(), threading.Event()
+    outcome_of: dict[str, object] = {}
+
+    def commit_and_hold() -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            engine.commit(cursor, [(run, outcome)])
+            holding.set()
+            assert go.wait(60)
+
+    def cancel() -> object:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            outcome_of["pid"] = cursor.fetchone()[0]
+        if how == "cancel the child":
+            return services.cancel_execution(child, actor="op")
+        return services.cancel_open_children(helpers.refresh(parent), actor="op")
+
+    def in_thread(name, work) -> threading.Thread:
+        def body() -> None:
+            try:
+                outcome_of[name] = work()
+            except BaseException as error:  # handed to the test below
+                outcome_of[name] = error
+            finally:
+                connection.close()
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    committer = in_thread("commit", commit_and_hold)
+    assert holding.wait(30), "the step's commit never ran"
+    canceller = in_thread("cancel", cancel)
+    wait_for(lambda: "pid" in outcome_of and _waiting_for_a_lock(outcome_of["pid"]), timeout=30,
+             what="the cancel to wait for the step's commit")
+    go.set()
+    for thread in (committer, canceller):
+        thread.join(60)
+        assert not thread.is_alive()
+    assert outcome_of["cancel"] == 1, outcome_of
+    assert helpers.refresh(child).status == "CANCELLED"
+    assert dict(Step.objects.filter(execution=child).values_list("vertex", "status")) == \
+        {"first": "SUCCEEDED", "second": "CANCELLED"}, "the step the commit created is cancelled too"
+    assert descendants_left_to_run(parent) == (0, 0)
