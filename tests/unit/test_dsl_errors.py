@@ -169,7 +169,8 @@ def test_a_vertex_that_is_not_an_object(raw: Any) -> None:
     assert_only(doc, "$.vertices.extra", "a vertex must be a JSON object")
 
 
-@pytest.mark.parametrize(("kind", "shown"), [("LAMBDA", "'LAMBDA'"), ("task", "'task'"), (None, "None"), (3, "3")])
+@pytest.mark.parametrize(("kind", "shown"), [("LAMBDA", "'LAMBDA'"), ("task", "'task'"), (None, "None"), (3, "3"),
+                                             ({}, "{}"), (["TASK"], "['TASK']")])
 def test_an_unknown_vertex_type(kind: Any, shown: str) -> None:
     assert_only(changed("succeed", type=kind), "$.vertices.succeed.type",
                 f"unknown vertex type {shown}; expected one of {', '.join(KINDS)}")

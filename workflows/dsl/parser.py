@@ -201,7 +201,7 @@ def _vertex(reader: _Reader, vertex_id: Any, raw: Any) -> ast.Vertex | None:
         reader.report(where, "a vertex must be a JSON object")
         return None
     kind = raw.get("type")
-    if kind not in ast.VERTEX_TYPES:
+    if not isinstance(kind, str) or kind not in ast.VERTEX_TYPES:  # a list or an object is not hashable
         expected = ", ".join(ast.VERTEX_TYPES)
         reader.report(f"{where}.type", f"unknown vertex type {kind!r}; expected one of {expected}")
         return None
