@@ -150,13 +150,6 @@ TWO_STEPS = {"start": "first", "vertices": {
 }}
 
 
-def _waiting_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
-        row = cursor.fetchone()
-    return bool(row) and row[0] == "Lock"
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["cancel the parent's open children", "cancel the child"])
@@ -192,22 +185,10 @@ def test_a_step_commit_in_flight_during_a_cancel_leaves_no_step_open(how):
             return services.cancel_execution(child, actor="op")
         return services.cancel_open_children(helpers.refresh(parent), actor="op")
 
-    def in_thread(name, work) -> threading.Thread:
-        def body() -> None:
-            try:
-                outcome_of[name] = work()
-            except BaseException as error:  # handed to the test below
-                outcome_of[name] = error
-            finally:
-                connection.close()
-        thread = threading.Thread(target=body)
-        thread.start()
-        return thread
-
-    committer = in_thread("commit", commit_and_hold)
+    committer = helpers.in_thread(outcome_of, "commit", commit_and_hold)
     assert holding.wait(30), "the step's commit never ran"
-    canceller = in_thread("cancel", cancel)
-    wait_for(lambda: "pid" in outcome_of and _waiting_for_a_lock(outcome_of["pid"]), timeout=30,
+    canceller = helpers.in_thread(outcome_of, "cancel", cancel)
+    wait_for(lambda: "pid" in outcome_of and helpers.waiting_for_a_lock(outcome_of["pid"]), timeout=30,
              what="the cancel to wait for the step's commit")
     go.set()
     for thread in (committer, canceller):

@@ -93,13 +93,6 @@ def test_a_sweep_batch_after_a_retry_does_not_cancel_the_re_run_children(workspa
     _assert_the_retry_held(parent)
 
 
-def _waiting_for_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
-        row = cursor.fetchone()
-    return bool(row) and row[0] == "Lock"
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(120)
 def test_a_retry_waits_for_the_sweep_batch_in_flight_and_re_runs_what_it_cancelled(monkeypatch: Any) -> None:
@@ -117,28 +110,16 @@ def test_a_retry_waits_for_the_sweep_batch_in_flight_and_re_runs_what_it_cancell
     monkeypatch.setattr(state, "cancel_executions", hold_the_first_batch)
     outcome: dict[str, Any] = {}
 
-    def in_thread(name: str, work: Any) -> threading.Thread:
-        def run() -> None:
-            try:
-                outcome[name] = work()
-            except BaseException as error:  # handed to the test below
-                outcome[name] = error
-            finally:
-                connection.close()
-        thread = threading.Thread(target=run)
-        thread.start()
-        return thread
-
     def retry() -> Any:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             outcome["retry_pid"] = cursor.fetchone()[0]
         return services.retry_failed_children(parent, actor="op")
 
-    sweeper = in_thread("sweep", lambda: _sweep(parent))
+    sweeper = helpers.in_thread(outcome, "sweep", lambda: _sweep(parent))
     assert holding.wait(30), "the sweep's first batch never ran"
-    retrier = in_thread("retry", retry)
-    wait_for(lambda: "retry_pid" in outcome and _waiting_for_a_lock(outcome["retry_pid"]), timeout=30,
+    retrier = helpers.in_thread(outcome, "retry", retry)
+    wait_for(lambda: "retry_pid" in outcome and helpers.waiting_for_a_lock(outcome["retry_pid"]), timeout=30,
              what="the retry to wait for the sweep batch in flight")
     go.set()
     for thread in (sweeper, retrier):

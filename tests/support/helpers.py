@@ -105,6 +105,29 @@ def drain_in_thread() -> None:
     assert not thread.is_alive()
 
 
+def in_thread(results: dict[str, Any], name: str, work: Any) -> threading.Thread:
+    """Run ``work()`` on a started thread of its own (its database connection closes with it);
+    its result, or the exception it raised, goes to ``results[name]`` for the test to check."""
+    def body() -> None:
+        try:
+            results[name] = work()
+        except BaseException as error:  # handed to the test
+            results[name] = error
+        finally:
+            connection.close()
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread
+
+
+def waiting_for_a_lock(pid: int) -> bool:
+    """Whether the database session ``pid`` is waiting for a lock now (pg_stat_activity)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return bool(row) and row[0] == "Lock"
+
+
 def claim(limit: int = 100, **options: Any) -> list[leases.ClaimedStep]:
     """Claim up to ``limit`` steps in a transaction of their own, as a worker's drain would
     (sharing each destination's limit with the live drains)."""
