@@ -38,7 +38,12 @@ def finished_steps(workspace):
     with connection.cursor() as cursor:
         cursor.execute(FILL, {"workspace": workspace.id, "definition": version.definition_id,
                               "version": version.id, "n": FINISHED})
-        cursor.execute("ANALYZE executions_step")
+        # Analysed, so the planner knows READY and RUNNING steps are rare; and every table the
+        # rows' foreign keys point at, so the checks of those keys at teardown are planned
+        # afresh: a plan the session cached while a table was small and not yet bloated by the
+        # rows earlier tests rolled back would scan that whole table once per row (minutes).
+        cursor.execute("ANALYZE executions_step, executions_execution, workflows_workspace, "
+                       "workflows_workflowdefinition, workflows_workflowversion")
     helpers.start(workspace, "one", {"x": 1})  # one READY step, so the claim index is not empty
 
 
