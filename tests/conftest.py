@@ -76,7 +76,7 @@ def _database_sessions() -> str:
         params["connect_timeout"] = 5
         with psycopg.connect(**params, autocommit=True) as conn:
             rows = conn.execute(SESSIONS).fetchall()
-    except Exception as exc:  # noqa: BLE001 - a diagnostic must never hide the test's own failure
+    except Exception as exc:  # a diagnostic must never hide the test's own failure
         return f"(could not read pg_stat_activity: {exc})"
     lines = [f"pid {pid} blocked by {blockers} {state} {kind}:{event} xact {age}s: {query}"
              for pid, blockers, state, kind, event, age, query in rows]

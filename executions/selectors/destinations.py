@@ -101,3 +101,49 @@ def slots(destination_ids: list[int]) -> dict[int, Slots]:
     with connection.cursor() as cursor:
         cursor.execute(SLOTS, {"ids": destination_ids})
         return {row[0]: Slots(row[1], row[2], row[3]) for row in cursor.fetchall()}
+
+
+# The last ``minutes`` of each destination's call log in buckets of ``bucket`` seconds, by the
+# time each call ended: calls, failed calls, throttled answers (429, or 503 — a 503 that is a
+# throttled answer and one that is an overload look the same in the log) and the time spent in
+# calls, whose ratio to the bucket's length is the mean number of calls in flight (Little's
+# law; a call is counted whole in the bucket it ended in). The range scan of
+# call_destination_recent reads only the window's rows.
+HISTORY = """
+    SELECT c.destination_id,
+           floor(extract(epoch FROM now() - c.created_at) / %(bucket)s)::int AS ago,
+           count(*) AS calls, count(*) FILTER (WHERE NOT c.ok) AS errors,
+           count(*) FILTER (WHERE c.status_code IN (429, 503)) AS throttled,
+           coalesce(sum(c.latency_ms), 0) AS busy_ms
+    FROM executions_destinationcall c
+    WHERE c.destination_id = ANY(%(ids)s) AND c.created_at > now() - make_interval(mins => %(minutes)s)
+    GROUP BY 1, 2
+"""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One bucket of a destination's recent calls (``ago``: buckets before now, 0 = newest)."""
+
+    ago: int
+    calls: int
+    errors: int
+    throttled: int
+    mean_in_flight: float
+
+
+def history(destination_ids: list[int], *, minutes: int = 15, bucket_seconds: int = 30) -> dict[int, list[Bucket]]:
+    """By destination id, every bucket of the last ``minutes`` (oldest first; empty buckets
+    included, so a chart's x axis is time)."""
+    if not destination_ids:
+        return {}
+    n = max(1, minutes * 60 // bucket_seconds)
+    found: dict[int, dict[int, Bucket]] = {d: {} for d in destination_ids}
+    with connection.cursor() as cursor:
+        cursor.execute(HISTORY, {"ids": destination_ids, "minutes": minutes, "bucket": bucket_seconds})
+        for destination, ago, calls, errors, throttled, busy_ms in cursor.fetchall():
+            if 0 <= ago < n:
+                found[destination][ago] = Bucket(ago, calls, errors, throttled,
+                                                 float(busy_ms) / (bucket_seconds * 1000))
+    return {d: [buckets.get(ago, Bucket(ago, 0, 0, 0, 0.0)) for ago in range(n - 1, -1, -1)]
+            for d, buckets in found.items()}

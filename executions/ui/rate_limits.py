@@ -15,7 +15,7 @@ from executions import extensions, selectors
 from executions.destinations import credentials as credential_rules
 from executions.destinations import rules as destination_services
 from executions.models import Destination
-from executions.ui import access, forms, present
+from executions.ui import access, charts, forms, present
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import POLL_SECONDS
 from workflows.audit import audited
@@ -63,8 +63,38 @@ def page(request: UiRequest) -> HttpResponse:
     return render(request, "ui/rate_limits.html", {
         "entries": _entries(rows), "form": forms.DestinationForm(),
         "can_operate": access.can_operate(request), "poll_seconds": POLL_SECONDS,
-        "panels": _panels(request, rows), "storage": _storage(),
+        "panels": _panels(request, rows), "storage": _storage(), "charts": _charts(rows),
+        "chart_seconds": CHART_POLL_SECONDS,
     })
+
+
+# The charts cover CHART_MINUTES in buckets of CHART_BUCKET_SECONDS and refresh every
+# CHART_POLL_SECONDS (a bucket fills in 30 s: polling faster would redraw the same picture).
+CHART_MINUTES, CHART_BUCKET_SECONDS, CHART_POLL_SECONDS = 15, 30, 15
+
+
+def _charts(rows: list[Destination]) -> list[dict[str, Any]]:
+    """A chart per destination that was called in the charts' window, by name."""
+    found = selectors.destinations.history([d.pk for d in rows], minutes=CHART_MINUTES,
+                                           bucket_seconds=CHART_BUCKET_SECONDS)
+    shown = []
+    for d in rows:
+        buckets = found.get(d.pk, [])
+        if not any(b.calls for b in buckets):
+            continue
+        limits = [d.concurrency_limit] * len(buckets)
+        shown.append({"d": d, "svg": charts.flow_chart(d.name, buckets, limits, bucket_seconds=CHART_BUCKET_SECONDS),
+                      "calls": sum(b.calls for b in buckets), "errors": sum(b.errors for b in buckets),
+                      "throttled": sum(b.throttled for b in buckets)})
+    return shown
+
+
+@require_GET
+@workspace_view
+def chart_panel(request: UiRequest) -> HttpResponse:
+    rows = selectors.destinations.every(request.principal.workspace)
+    return render(request, "ui/rate_limits/_charts.html",
+                  {"charts": _charts(rows), "chart_seconds": CHART_POLL_SECONDS})
 
 
 def _storage() -> dict[str, Any]:

@@ -37,6 +37,7 @@ urlpatterns = [
     path("workspace/", workspace_views.switch_workspace, name="switch-workspace"),
     path("rate-limits/", rate_limits.page, name="rate-limits"),
     path("rate-limits/counts", rate_limits.counts, name="rate-limit-counts"),
+    path("rate-limits/charts", rate_limits.chart_panel, name="rate-limit-charts"),
     path("rate-limits/new", rate_limits.create, name="destination-create"),
     path("rate-limits/<int:destination_id>", rate_limits.row, name="destination-row"),
     path("rate-limits/<int:destination_id>/edit", rate_limits.edit_row, name="destination-edit"),

@@ -149,3 +149,48 @@ def test_the_page_shows_the_payload_store_against_capacity_and_high_water_mark(o
     settings.SB = {**settings.SB, "PAYLOAD_CAPACITY_BYTES": 50_000}
     page = text(operator.get("/rate-limits/"))
     assert "Above the high-water mark: new fan-outs wait" in page
+
+
+def test_the_charts_show_each_called_destinations_last_fifteen_minutes(operator, ledger, workspace):
+    from datetime import timedelta
+
+    from django.db import connection
+
+    from executions.models import DestinationCall
+    from executions.selectors import destinations as destination_reads
+
+    idle = Destination.objects.create(workspace=workspace, name="idle-api", base_url="http://127.0.0.1:9")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")  # the buckets count back from database time
+        now = cursor.fetchone()[0]
+    # Newest bucket: 4 calls of 15 s each (2 in flight on average over 30 s), one 429 and one 500;
+    # 10 minutes ago: one call; 20 minutes ago (outside the window): one more.
+    rows = [(429, False, 15_000, 5), (500, False, 15_000, 6), (200, True, 15_000, 7), (200, True, 15_000, 8),
+            (200, True, 100, 615), (200, True, 100, 1200)]
+    for status, ok, latency_ms, ago in rows:
+        DestinationCall.objects.create(destination=ledger, status_code=status, ok=ok, latency_ms=latency_ms,
+                                       created_at=now - timedelta(seconds=ago))
+    history = destination_reads.history([ledger.pk, idle.pk], minutes=15, bucket_seconds=30)
+    buckets = history[ledger.pk]
+    assert len(buckets) == 30 and [b.ago for b in buckets] == list(range(29, -1, -1))  # oldest first
+    newest = buckets[-1]
+    assert (newest.calls, newest.errors, newest.throttled) == (4, 2, 1)
+    assert newest.mean_in_flight == pytest.approx(2.0)
+    assert buckets[-21].calls == 1 and sum(b.calls for b in buckets) == 5
+    assert not any(b.calls for b in history[idle.pk])
+
+    page = text(operator.get("/rate-limits/"))
+    charts = text(operator.get("/rate-limits/charts", **HTMX))
+    for html in (page, charts):
+        start = html.index('id="flow-charts"')
+        section = html[start:html.index("</section>", start)]
+        assert 'data-destination="demo-ledger"' in section and "<svg" in section
+        assert "5 calls · 2 failed · 1 throttled" in section
+        assert 'data-destination="idle-api"' not in section  # not called: no chart
+        assert 'aria-label="Calls to demo-ledger in the last minutes"' in section
+        assert "<script" not in section  # pygal is told to add no script
+
+
+def test_with_no_call_in_the_window_the_charts_say_so(operator, ledger):
+    charts = text(operator.get("/rate-limits/charts", **HTMX))
+    assert "No destination was called in the last 15 minutes." in charts and "<svg" not in charts
