@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from executions.core import records
+from executions.core import payloads, records
 from executions.core.merge_rule import FANOUT_DECIDED
 from executions.models import CancelCause, ExecutionStatus, StepStatus
 from executions.platform import metrics, notify
@@ -258,7 +258,8 @@ _ADJUST_FANOUTS = f"""
     FROM d JOIN locked USING (step_id)
     WHERE f.step_id = d.step_id
     RETURNING f.step_id, f.execution_id, f.merge_vertex, f.spawner_vertex, f.max_concurrency, f.free_slots,
-              f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided
+              f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided,
+              f.succeeded, f.failed, f.cancelled, f.total
 """  # noqa: S608 - constant SQL fragments and fixed column names only
 
 # Only for fan-outs with maxConcurrency (their rows are locked by _ADJUST_FANOUTS, in the same
@@ -329,6 +330,7 @@ def _propagate_to_fanouts(cursor: Any, moved: list[dict[str, Any]]) -> None:
     with_merge = [f for f in fanouts if f["merge_vertex"]]
     _reopen_merges(cursor, [f for f in with_merge if f["reopened"]])
     _wake_merges(cursor, [f for f in with_merge if f["decided"]])
+    _reevaluate_merge_outputs(cursor, [f for f in with_merge if f["decided"]])
 
 
 def _adjust_free_slots(cursor: Any, fanouts: list[dict[str, Any]], children: list[tuple[int, Any, int]]) -> None:
@@ -370,6 +372,38 @@ def _wake_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
     if fanouts and _move_steps(cursor, S.READY, _merge_source(fanouts), from_=[S.WAITING],
                               sets={"due_at": "now()", "wait_reason": "''"}, message="children decided the merge"):
         notify.work_created(cursor)
+
+
+_SUCCEEDED_MERGES = """
+    SELECT s.id, s.execution_id, s.vertex, s.attempt FROM executions_step s
+    JOIN unnest(%(executions)s::uuid[], %(vertices)s::varchar[]) AS m(execution_id, vertex)
+      ON s.execution_id = m.execution_id AND s.vertex = m.vertex
+    WHERE s.status = 'SUCCEEDED'
+"""
+
+
+def _reevaluate_merge_outputs(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
+    """S9: a MERGE that already succeeded — its tolerated failures were then retried — stores
+    its output again from the counts and the children as they are now, so ``"FAILED": 41``
+    does not outlive the 41 retries that succeeded. (Only a re-run child can finish after its
+    merge succeeded: a merge succeeds once every child has finished.) One look-up per commit
+    that decides fan-outs; nothing for a fan-out whose merge has not run."""
+    if not fanouts:
+        return
+    cursor.execute(_SUCCEEDED_MERGES, _merge_source(fanouts).params)
+    merged = {(execution, vertex): (step_id, attempt) for step_id, execution, vertex, attempt in cursor.fetchall()}
+    notes = []
+    for fan in fanouts:
+        if (key := (fan["execution_id"], fan["merge_vertex"])) not in merged:
+            continue
+        counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
+        payloads.put_merge_output(cursor, fan["execution_id"], fan["merge_vertex"], spawner=fan["spawner_vertex"],
+                                  counts=counts, total=fan["total"])
+        step_id, attempt = merged[key]
+        notes.append((fan["execution_id"], step_id, fan["merge_vertex"], attempt,
+                      "merge output re-evaluated after retried children finished: "
+                      + ", ".join(f"{name} {n:,}" for name, n in counts.items())))
+    note(cursor, notes)
 
 
 def _reopen_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
