@@ -179,6 +179,7 @@ def urls(scene: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
         ("page", url("execution-detail"), {}),
         ("header", url("execution-header"), poll),
         ("steps", url("execution-steps"), poll),
+        ("body", url("execution-body"), poll),
         ("fanout", url("execution-fanout", "fan"), poll),
         ("children by index", children, poll),
         ("children by index, last page", f"{children}?page={-(-scene['children'] // 50)}", poll),

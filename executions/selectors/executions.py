@@ -9,6 +9,7 @@ query however deep the execution is.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -231,3 +232,29 @@ def progress_line(execution: Execution) -> str:
         parts.append(f"{view.spawner_vertex}: {view.done:,}/{view.total:,} done "
                      f"({view.succeeded:,} ok, {view.failed:,} failed)")
     return " | ".join(parts)
+
+
+# What decides which panels the execution view shows (its fan-outs, the input and its size,
+# whether the tree's payloads were purged): compared at every poll of the view's body, so it
+# is one small read, never the panels themselves.
+STRUCTURE = """
+    SELECT (SELECT string_agg(f.spawner_vertex, ',') FROM executions_fanout f WHERE f.execution_id = e.id),
+           (SELECT p.size_bytes FROM executions_payload p WHERE p.execution_id = e.id AND p.name = %(input)s),
+           (SELECT r.payloads_purged_at FROM executions_execution r WHERE r.id = coalesce(e.root_id, e.id))
+    FROM executions_execution e WHERE e.id = %(id)s
+"""
+
+
+def structure_key(execution: Execution, spawners: Iterable[str], input_size: int | None, purged_at: Any) -> str:
+    """What the execution view's panels are (not what they show): it changes when a fan-out
+    starts, the execution's status or attempt changes (a retry, an edited input), or the
+    payloads are purged. The page builds it from what it read; a poll reads it (``structure``)."""
+    return repr((sorted(spawners), input_size, purged_at, execution.status, execution.attempt))
+
+
+def structure(execution: Execution) -> str:
+    """``structure_key`` of ``execution``, in one small read."""
+    with connection.cursor() as cursor:
+        cursor.execute(STRUCTURE, {"id": execution.pk, "input": payloads.store.INPUT})
+        spawners, input_size, purged_at = cursor.fetchone()
+    return structure_key(execution, spawners.split(",") if spawners else [], input_size, purged_at)

@@ -6,15 +6,14 @@ import uuid
 
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from executions import selectors
 from executions.models import Execution, Step
 from executions.selectors.fanouts import FanOutView
-from executions.ui import access, forms, parts, present
+from executions.ui import forms, parts, present
 from executions.ui.access import UiRequest, workspace_view
-from executions.ui.responses import fragment_response, problem
+from executions.ui.responses import fragment_response, problem, unchanged
 from workflows import selectors as workflow_selectors
 
 
@@ -46,22 +45,11 @@ def _query_without_page(request: UiRequest) -> str:
 @workspace_view
 def execution_page(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
     execution = _execution(request, execution_id)
-    views = selectors.fanouts.of(execution)
-    merges = _merges(execution, views)
-    preview = selectors.payloads.preview(execution.pk, "input")
     context = {
         "e": execution,
         "header": parts.header(request, execution),
+        "body": parts.body(request, execution),
         "steps": parts.steps(request, execution),
-        "fanouts": [(parts.fanout_panel(request, execution, v, merges.get(v.merge_vertex or "")),
-                     parts.children(request, execution, v)) for v in views],
-        # The long tail reads every finished child; it loads right after the page instead
-        # of holding it up (then polls like the other fragments).
-        "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
-        "input": preview,
-        "can_edit_retry": execution.status == "FAILED" and access.can_operate(request, execution),
-        "input_size": present.size(preview.size_bytes) if preview else "",
-        "payloads_purged_at": selectors.executions.payloads_purged_at(execution),
     }
     return render(request, "ui/execution.html", context)
 
@@ -80,6 +68,16 @@ def _merges(execution: Execution, views: list[FanOutView]) -> dict[str, Step]:
 @workspace_view
 def header_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
     return fragment_response(request, parts.header(request, _execution(request, execution_id)))
+
+
+@require_GET
+@workspace_view
+def body_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
+    execution = _execution(request, execution_id)
+    version = parts.body_version(execution)
+    if not execution.is_terminal and unchanged(request, "execution-body", version):
+        return HttpResponse(status=204)  # nothing appeared or went: not even rendered
+    return fragment_response(request, parts.body(request, execution, version))
 
 
 @require_GET

@@ -23,7 +23,7 @@ from executions.selectors.fanouts import FanOutView, Tail
 from executions.services import lifecycle as services
 from executions.ui import access, present
 from executions.ui.access import UiRequest
-from executions.ui.responses import Fragment, Poll, render_fragment
+from executions.ui.responses import Fragment, Poll, fingerprint, render_fragment
 from workflows import sudo
 
 EVENTS_SHOWN = 200
@@ -62,6 +62,39 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
     }
     poll = Poll("execution-header", _url("execution-header", execution.pk), live=not execution.is_terminal)
     return render_fragment(request, "ui/execution/_header.html", context, poll)
+
+
+# --- body: the panels that come and go with the run ------------------------------------------------
+
+def body_version(execution: Execution) -> str:
+    """The body's fingerprint: its structure (selectors.executions.structure), not its content."""
+    return fingerprint(selectors.executions.structure(execution))
+
+
+def body(request: UiRequest, execution: Execution, version: str | None = None) -> Fragment:
+    """The input (and its edit form), the fan-out panels with their children tables, the
+    downloads and the long tail: re-rendered when one of them appears or goes, so a page
+    opened before the spawner ran grows with the run (each panel then polls itself)."""
+    views = selectors.fanouts.of(execution)
+    merges = selectors.steps.named(execution, [v.merge_vertex for v in views if v.merge_vertex])
+    preview = selectors.payloads.preview(execution.pk, "input")
+    purged_at = selectors.executions.payloads_purged_at(execution)
+    context = {
+        "e": execution,
+        "fanouts": [(fanout_panel(request, execution, v, merges.get(v.merge_vertex or "")),
+                     children(request, execution, v)) for v in views],
+        # The long tail reads every finished child; it loads right after the page instead
+        # of holding it up (then polls like the other fragments).
+        "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
+        "input": preview,
+        "can_edit_retry": execution.status == "FAILED" and access.can_operate(request, execution),
+        "input_size": present.size(preview.size_bytes) if preview else "",
+        "payloads_purged_at": purged_at,
+    }
+    poll = Poll("execution-body", _url("execution-body", execution.pk), live=not execution.is_terminal)
+    key = selectors.executions.structure_key(execution, [v.spawner_vertex for v in views],
+                                             preview.size_bytes if preview else None, purged_at)
+    return render_fragment(request, "ui/execution/_body.html", context, poll, version=version or fingerprint(key))
 
 
 # --- step timeline ------------------------------------------------------------------------------

@@ -93,10 +93,22 @@ class Fragment:
         return self.html
 
 
-def render_fragment(request: HttpRequest, template: str, context: dict[str, Any], poll: Poll) -> Fragment:
+def fingerprint(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def render_fragment(request: HttpRequest, template: str, context: dict[str, Any], poll: Poll,
+                    version: str | None = None) -> Fragment:
+    """Render a live fragment; its fingerprint is that of its HTML, or ``version`` — for a
+    fragment that holds other live fragments and changes only when its structure does."""
     html = render_to_string(template, {**context, "poll": poll, "version_mark": VERSION_MARK}, request=request)
-    version = hashlib.blake2b(html.encode(), digest_size=8).hexdigest()
+    version = version or fingerprint(html)
     return Fragment(poll.id, html.replace(VERSION_MARK, version), version, poll.live)
+
+
+def unchanged(request: HttpRequest, fragment_id: str, version: str) -> bool:
+    """The fragment's own poll, and its fingerprint still matches: answer 204 unrendered."""
+    return request.headers.get("HX-Trigger") == fragment_id and request.GET.get("v") == version
 
 
 def fragment_response(request: HttpRequest, fragment: Fragment) -> HttpResponse:

@@ -16,6 +16,7 @@ urlpatterns = [
     # Live fragments of the execution page.
     path(f"{execution}/header", execution_views.header_fragment, name="execution-header"),
     path(f"{execution}/steps", execution_views.steps_fragment, name="execution-steps"),
+    path(f"{execution}/body", execution_views.body_fragment, name="execution-body"),
     path(f"{execution}/fanouts/<str:spawner>", execution_views.fanout_fragment, name="execution-fanout"),
     path(f"{execution}/fanouts/<str:spawner>/children", execution_views.children_fragment,
          name="execution-children"),

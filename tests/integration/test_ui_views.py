@@ -189,7 +189,8 @@ def test_unknown_and_foreign_ids_are_not_found(operator, failed_fanout, other_wo
 
 
 def test_fragments_stop_polling_once_terminal(operator, failed_fanout):
-    for name, args in [("execution-header", []), ("execution-steps", []), ("execution-fanout", ["fan"]),
+    for name, args in [("execution-header", []), ("execution-steps", []), ("execution-body", []),
+                       ("execution-fanout", ["fan"]),
                        ("execution-children", ["fan"]), ("execution-long-tail", [])]:
         response = operator.get(detail(failed_fanout, name, *args), HTTP_HX_REQUEST="true")
         assert response.status_code == 286, name  # htmx stops polling on 286
@@ -212,6 +213,24 @@ def test_live_fragments_poll_and_answer_204_when_unchanged(operator, workspace):
     assert operator.get(url, {"v": version}, HTTP_HX_REQUEST="true").status_code == 200
     assert operator.get(url, {"v": "stale"}, HTTP_HX_REQUEST="true",
                         HTTP_HX_TRIGGER="execution-steps").status_code == 200
+
+
+def test_the_body_polls_by_its_structure_and_answers_204_until_a_panel_appears(operator, workspace):
+    """Issue 33 §1: the page's body (input, fan-outs, downloads, long tail) is re-rendered only
+    when its structure changes: the page's own fingerprint matches the first poll's."""
+    helpers.publish(workspace, "child", helpers.FAIL_IF)
+    helpers.publish(workspace, "parent", helpers.fanout_doc())
+    execution = helpers.start(workspace, "parent", {"items": [{"i": 0}, {"i": 1}]})
+    page = operator.get(detail(execution)).content.decode()
+    body = page[page.index('id="execution-body"'):]
+    version = body.split('hx-vals=\'{"v": "')[1].split('"')[0]
+    url = detail(execution, "execution-body")
+    poll = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TRIGGER": "execution-body"}
+    assert operator.get(url, {"v": version}, **poll).status_code == 204
+    assert 'id="fanout-fan"' not in body
+    helpers.run_engine()  # the spawner runs: a fan-out appears (and the run ends)
+    grown = operator.get(url, {"v": version}, **poll)
+    assert grown.status_code == 286 and 'id="fanout-fan"' in grown.content.decode()
 
 
 def test_children_table_filters_sorts_and_pages(operator, workspace):
