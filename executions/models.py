@@ -7,10 +7,11 @@ enforces it). Times that matter for correctness (due times, leases) are database
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.db.models import F, OrderBy, Q
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 
 from workflows.models import WorkflowDefinition, WorkflowVersion, Workspace
 
@@ -85,6 +86,9 @@ class Execution(models.Model):
     created_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
+    # When its latest round began (an operator retry or a redrive starts a new one; NULL until
+    # it runs, and on rows from before migration 0022, where started_at stands in for it).
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     # Data lifecycle (S19, executions/core/retention.py), on roots only: when retention began to
@@ -111,9 +115,12 @@ class Execution(models.Model):
             models.Index(fields=["parent", "status"], name="execution_parent_status"),
             # A fan-out's children slowest first (the operator UI's duration sort, issue 14 §7):
             # a page is an index range at 1,000,000 children, not a sort of all of them.
+            # Durations are of the latest round (an operator's retry restarts the clock).
             models.Index(F("parent"), F("spawn_vertex"),
-                         OrderBy(F("finished_at") - F("started_at"), descending=True, nulls_last=True),
-                         F("item_index"), name="execution_child_duration", condition=Q(item_index__isnull=False)),
+                         OrderBy(F("finished_at") - Coalesce(F("attempt_started_at"), F("started_at")),
+                                 descending=True, nulls_last=True),
+                         F("item_index"), name="execution_child_round_duration",
+                         condition=Q(item_index__isnull=False)),
             # A tree in depth order: retention walks it by keyset and purges it bottom-up.
             models.Index(fields=["root", "depth", "id"], name="execution_root_tree"),
             # Retention's candidates (S19): finished roots, oldest first — the SUCCEEDED ones
@@ -144,7 +151,19 @@ class Execution(models.Model):
         return f"{self.parent_id}:{self.spawn_vertex}:{self.item_index}"
 
     @property
+    def last_started_at(self) -> datetime | None:
+        """When its latest round began (its first start before any retry)."""
+        return self.attempt_started_at or self.started_at
+
+    @property
     def duration(self) -> float | None:
+        """The latest round's duration (``total_duration``: from the first start)."""
+        if self.last_started_at and self.finished_at:
+            return (self.finished_at - self.last_started_at).total_seconds()
+        return None
+
+    @property
+    def total_duration(self) -> float | None:
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
@@ -216,6 +235,8 @@ class Step(models.Model):
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
+    # When its latest attempt began (every claim sets it; NULL on rows from before migration 0022).
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -156,9 +156,14 @@ class ExecutionSerializer(serializers.Serializer):
     idempotency_key = serializers.CharField(allow_null=True)
     created_by = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True, help_text="Its first start.")
+    attempt_started_at = serializers.DateTimeField(source="last_started_at", allow_null=True,
+                                                   help_text="When its latest round began (a retry starts one).")
     finished_at = serializers.DateTimeField(allow_null=True)
-    duration_seconds = serializers.FloatField(source="duration", allow_null=True)
+    duration_seconds = serializers.FloatField(source="duration", allow_null=True,
+                                              help_text="The latest round's: attempt_started_at to finished_at.")
+    total_duration_seconds = serializers.FloatField(source="total_duration", allow_null=True,
+                                                    help_text="From the first start to finished_at, every round.")
     counts = _counts(allow_null=True)
 
 
@@ -194,7 +199,8 @@ class StepSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
     lease_expiries = serializers.IntegerField(help_text="Times a worker's lease on it expired.")
     created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True, help_text="Its first attempt's start.")
+    attempt_started_at = serializers.DateTimeField(allow_null=True, help_text="Its latest attempt's start.")
     finished_at = serializers.DateTimeField(allow_null=True)
 
     @extend_schema_field(serializers.ChoiceField(choices=StepStatus.choices))

@@ -99,16 +99,18 @@ def _rows(columns: dict[str, tuple[str, Sequence[Any]]], cast: str = "bigint", *
 # --- the guarded statement -------------------------------------------------------------------
 
 _STEP_AUTO = {
-    S.RUNNING: {"started_at": "coalesce(s.started_at, now())"},
+    S.RUNNING: {"started_at": "coalesce(s.started_at, now())", "attempt_started_at": "now()"},
     S.READY: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "NULL"},
     S.WAITING: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "NULL"},
     S.SUCCEEDED: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "now()", "wait_reason": "''"},
     S.FAILED: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "now()", "wait_reason": "''"},
     S.CANCELLED: {"lease_token": "NULL", "lease_expires_at": "NULL", "finished_at": "now()", "wait_reason": "''"},
 }
+# A new round (an operator's retry → PENDING, a redrive FAILED → RUNNING) restarts the
+# round's clock, ``attempt_started_at``; the first start (``started_at``) stays.
 _EXECUTION_AUTO = {
-    E.PENDING: {"finished_at": "NULL"},
-    E.RUNNING: {"started_at": "coalesce(s.started_at, now())", "finished_at": "NULL"},
+    E.PENDING: {"finished_at": "NULL", "attempt_started_at": "NULL"},
+    E.RUNNING: {"started_at": "coalesce(s.started_at, now())", "attempt_started_at": "now()", "finished_at": "NULL"},
     E.SUCCEEDED: {"finished_at": "now()"},
     E.FAILED: {"finished_at": "now()"},
     E.CANCELLED: {"finished_at": "now()"},
@@ -652,6 +654,8 @@ def reopen_stopped_spawners(cursor: Any, step_ids: Sequence[int], *, budgets: Se
 
 # An execution that finishes straight from PENDING ran from its first step's claim.
 _STARTED_AT = "coalesce(s.started_at, src.started, now())"
+_ROUND_STARTED_AT = "coalesce(s.attempt_started_at, src.started, now())"
+_STARTS = {"started_at": _STARTED_AT, "attempt_started_at": _ROUND_STARTED_AT}
 
 
 def run_executions(cursor: Any, execution_ids: Sequence[Any], *, started: Sequence[Any],
@@ -660,7 +664,7 @@ def run_executions(cursor: Any, execution_ids: Sequence[Any], *, started: Sequen
     if execution_ids:
         _move_executions(cursor, E.RUNNING, _rows({"started": ("timestamptz", started)}, "uuid",
                                                   id_values=execution_ids),
-                         from_=[E.PENDING], sets={"started_at": _STARTED_AT}, counts=counts)
+                         from_=[E.PENDING], sets=_STARTS, counts=counts)
 
 
 def succeed_executions(cursor: Any, execution_ids: Sequence[Any], *, output_vertices: Sequence[str],
@@ -670,7 +674,7 @@ def succeed_executions(cursor: Any, execution_ids: Sequence[Any], *, output_vert
         _move_executions(cursor, E.SUCCEEDED, _rows({
             "output_vertex": ("varchar", output_vertices), "started": ("timestamptz", started),
         }, "uuid", id_values=execution_ids), from_=[E.PENDING, E.RUNNING],
-            sets={"output_vertex": "src.output_vertex", "error": "''", "started_at": _STARTED_AT}, counts=counts)
+            sets={"output_vertex": "src.output_vertex", "error": "''", **_STARTS}, counts=counts)
 
 
 def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequence[str],
@@ -680,7 +684,7 @@ def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequen
         _move_executions(cursor, E.FAILED, _rows({"error": ("text", errors), "message": ("text", errors),
                                                   "started": ("timestamptz", started)},
                                                  "uuid", id_values=execution_ids),
-                         from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", "started_at": _STARTED_AT},
+                         from_=[E.PENDING, E.RUNNING], sets={"error": "src.error", **_STARTS},
                          counts=counts)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import BooleanField, F, QuerySet
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Substr
+from django.db.models.functions import Coalesce, Substr
 
 from executions.models import Execution
 from executions.selectors import fanouts
@@ -44,9 +44,9 @@ def page_key(execution: Execution) -> tuple[str | None, int | None]:
 
 # --- numbered pages (UI) ------------------------------------------------------------------------
 
-CHILD_FIELDS = ("id", "status", "attempt", "item_index", "started_at", "finished_at")
+CHILD_FIELDS = ("id", "status", "attempt", "item_index", "started_at", "attempt_started_at", "finished_at")
 SORTS = ("index", "duration")
-# Sorting by duration reads an expression index (execution_child_duration), and lists the
+# Sorting by duration reads an expression index (execution_child_round_duration), and lists the
 # slowest DURATION_SORT_LIMIT only: nobody pages through thousands of them by duration.
 DURATION_SORT_LIMIT = 1000
 
@@ -76,12 +76,13 @@ def of_spawner(parent: Execution, spawner: str, *, status: str, sort: str, page:
 
 
 def by_duration(parent: Any, spawner: str, status: str = "") -> QuerySet[Execution, uuid.UUID]:
-    """A spawner's children's ids, slowest first, in the order of the ``execution_child_duration``
-    index (models.Execution), so a page is an index range, not a sort of every child."""
+    """A spawner's children's ids, slowest first (their latest round), in the order of the
+    ``execution_child_round_duration`` index (models.Execution), so a page is an index range,
+    not a sort of every child."""
     ranked = Execution.objects.filter(parent=parent, spawn_vertex=spawner, item_index__isnull=False)
     if status:
         ranked = ranked.filter(status=status)
-    took = F("finished_at") - F("started_at")
+    took = F("finished_at") - Coalesce(F("attempt_started_at"), F("started_at"))
     return ranked.order_by(took.desc(nulls_last=True), "item_index").values_list("id", flat=True)
 
 

@@ -71,8 +71,8 @@ def page_key(execution: Execution) -> tuple[datetime, uuid.UUID]:
 
 # --- numbered pages (UI) ------------------------------------------------------------------------
 
-LIST_FIELDS = ("id", "status", "attempt", "created_at", "started_at", "finished_at", "idempotency_key",
-               "parent_id", "item_index", "spawn_vertex", "workflow__key", "version__hash")
+LIST_FIELDS = ("id", "status", "attempt", "created_at", "started_at", "attempt_started_at", "finished_at",
+               "idempotency_key", "parent_id", "item_index", "spawn_vertex", "workflow__key", "version__hash")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def execution_list(request: UiRequest) -> HttpResponse:
 
 
 def _list_row(execution: Execution) -> dict[str, object]:
-    return {"e": execution, "duration": present.elapsed(execution.started_at, execution.finished_at)}
+    return {"e": execution, "duration": present.elapsed_rounds(execution.started_at, execution.attempt_started_at,
+                                                               execution.finished_at, execution.attempt)}
 
 
 def _query_without_page(request: UiRequest) -> str:

@@ -48,7 +48,8 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
     output = selectors.payloads.preview(execution.pk, execution.output_vertex)
     context = {
         "e": execution,
-        "duration": present.elapsed(execution.started_at, execution.finished_at),
+        "duration": present.elapsed_rounds(execution.started_at, execution.attempt_started_at,
+                                           execution.finished_at, execution.attempt),
         "lineage": [(a, a.workflow.key) for a in selectors.executions.lineage(execution)],
         "chained_from": selectors.executions.chained_from(execution),
         "chained_to": selectors.executions.chained_to(execution),
@@ -162,7 +163,8 @@ def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, Slots
               execution: Execution) -> StepRow:
     wait, why = wait_reason(step, slots)
     waiting = selectors.steps.waiting(step)
-    return StepRow(step=step, kind=kind, duration=present.elapsed(step.started_at, step.finished_at), wait=wait,
+    took = present.elapsed_rounds(step.started_at, step.attempt_started_at, step.finished_at, step.attempt)
+    return StepRow(step=step, kind=kind, duration=took, wait=wait,
                    wait_why=why, events=events,
                    retryable=step.status == StepStatus.FAILED and execution.status == "FAILED",
                    display_status=selectors.steps.display_status(step),
@@ -279,7 +281,7 @@ def _id_urls(name: str) -> Any:
 def _child_rows(rows: list[Any], can_operate: bool) -> list[ChildRow]:
     detail, retry = _id_urls("ui:execution-detail"), _id_urls("ui:execution-retry")
     return [ChildRow(index=c.item_index, status=c.status, css=c.status.lower(), attempt=c.attempt,
-                     duration=present.elapsed(c.started_at, c.finished_at),
+                     duration=present.elapsed_rounds(c.started_at, c.attempt_started_at, c.finished_at, c.attempt),
                      error=present.snippet(c.error_snippet), url=detail(c.pk),
                      retry_url=retry(c.pk) if can_operate and c.status == "FAILED" else "")
             for c in rows]
