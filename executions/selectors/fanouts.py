@@ -46,6 +46,15 @@ class FanOutView:
     decided: bool
     exceeded: bool
     finished: bool
+    # Of the RUNNING children, those whose open step waits — for a destination's slot (READY
+    # and due, or claimed into a worker's queue: leases.py "Slots"), or for a retry's backoff —
+    # and so is not running now (the Rate Limits page counts the same way).
+    waiting_slot: int = 0
+    waiting_retry: int = 0
+
+    @property
+    def running_now(self) -> int:
+        return self.running - self.waiting_slot - self.waiting_retry
 
     @property
     def done(self) -> int:
@@ -75,11 +84,26 @@ FANOUTS = f"""
     ORDER BY f.created_at, f.step_id
 """  # noqa: S608 - the merge rule's constant expressions only
 
-# Children of one parent still pending or running, per spawner step and status.
+# Children of one parent still pending or running, per spawner step and status; of the
+# RUNNING ones, those whose open step waits — for a destination's slot (READY and due, or
+# claimed into a worker's queue: leases.py "Slots") or for a retry's backoff — and so is not
+# running now (the Rate Limits page counts in flight and waiting the same way). Their steps
+# are read for the RUNNING children only, which a destination's limit and the claim bound.
 ACTIVE_CHILDREN = """
-    SELECT spawned_by_id, status, count(*) FROM executions_execution
-    WHERE parent_id = %(parent)s AND status IN ('PENDING', 'RUNNING')
-    GROUP BY spawned_by_id, status
+    SELECT c.spawned_by_id, c.status, count(*),
+           count(*) FILTER (WHERE w.kind = 'slot'), count(*) FILTER (WHERE w.kind = 'retry')
+    FROM executions_execution c
+    LEFT JOIN LATERAL (
+        SELECT CASE WHEN bool_or(s.status = 'RUNNING' AND s.holds_slot) THEN 'running'
+                    WHEN bool_or(s.destination_id IS NOT NULL AND (s.status = 'RUNNING'
+                                 OR (s.status = 'READY' AND s.due_at <= now()))) THEN 'slot'
+                    WHEN bool_or(s.status = 'READY' AND s.due_at > now()
+                                 AND s.wait_reason LIKE 'retry backoff%%') THEN 'retry'
+                    ELSE 'running' END AS kind
+        FROM executions_step s
+        WHERE c.status = 'RUNNING' AND s.execution_id = c.id AND s.status IN ('READY', 'RUNNING')) w ON true
+    WHERE c.parent_id = %(parent)s AND c.status IN ('PENDING', 'RUNNING')
+    GROUP BY c.spawned_by_id, c.status
 """
 
 
@@ -104,11 +128,13 @@ def _views(execution: Execution, spawner: str | None) -> list[FanOutView]:
         if not rows:
             return []
         cursor.execute(ACTIVE_CHILDREN, {"parent": execution.pk})
-        active = {(step_id, status): n for step_id, status, n in cursor.fetchall()}
-    return [_view(row, active) for row in rows]
+        found = cursor.fetchall()
+    active = {(step_id, status): n for step_id, status, n, _, _ in found}
+    waiting = {step_id: (slot, retry) for step_id, status, _, slot, retry in found if status == "RUNNING"}
+    return [_view(row, active, waiting.get(row["step_id"], (0, 0))) for row in rows]
 
 
-def _view(row: dict[str, Any], active: dict[tuple[int, str], int]) -> FanOutView:
+def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tuple[int, int]) -> FanOutView:
     return FanOutView(
         spawner_vertex=row["spawner_vertex"], merge_vertex=row["merge_vertex"], total=row["total"],
         created=row["created"], pending=active.get((row["step_id"], "PENDING"), 0),
@@ -119,6 +145,7 @@ def _view(row: dict[str, Any], active: dict[tuple[int, str], int]) -> FanOutView
         tolerated=[s for s, on in (("FAILED", row["tolerates_failed"]), ("CANCELLED", row["tolerates_cancelled"]))
                    if on],
         decided=row["decided"], exceeded=row["exceeded"], finished=row["finished"],
+        waiting_slot=waiting[0], waiting_retry=waiting[1],
     )
 
 

@@ -193,6 +193,24 @@ SEGMENTS = (("succeeded", "SUCCEEDED"), ("failed", "FAILED"), ("cancelled", "CAN
             ("pending", "PENDING"), ("never_started", "NEVER_STARTED"))
 
 
+# The RUNNING children apart: running now, waiting for a destination's slot, waiting for a
+# retry's backoff (selectors.fanouts.WAITING_CHILDREN) — each card filters the RUNNING children.
+WAITING_CARDS = (("waiting", "WAITING_SLOT", "waiting for a slot"), ("waiting", "WAITING_RETRY", "waiting for a retry"))
+
+
+def _count_cards(view: FanOutView, counts: dict[str, int]) -> list[tuple[str, str, str, str]]:
+    """(css, data-count, number, label) per card, in the progress bar's order."""
+    cards = []
+    for css, status in SEGMENTS:
+        if status == "RUNNING":
+            cards.append((css, status, present.count(view.running_now), "running"))
+            cards += [(c, name, present.count(n), label) for (c, name, label), n
+                      in zip(WAITING_CARDS, (view.waiting_slot, view.waiting_retry), strict=True)]
+        else:
+            cards.append((css, status, present.count(counts[status]), status.lower().replace("_", " ")))
+    return cards
+
+
 def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, merge: Step | None) -> Fragment:
     total = view.total or 1
     counts = view.counts()
@@ -208,7 +226,7 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "f": view,
         "segments": [(css, status, counts[status], f"{100.0 * counts[status] / total:.3f}")
                      for css, status in SEGMENTS if counts[status]],
-        "counts": [(css, status, present.count(counts[status])) for css, status in SEGMENTS],
+        "counts": _count_cards(view, counts),
         "percent": f"{view.percent:.1f}",
         "total": present.count(view.total), "failed": present.count(view.failed),
         "rerun": present.count(rerun.retried), "rerun_confirm": present.retry_confirm(rerun, view.spawner_vertex),

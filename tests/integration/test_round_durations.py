@@ -5,7 +5,6 @@ start."""
 
 from __future__ import annotations
 
-
 import pytest
 from django.db import connection
 from django.urls import reverse
