@@ -147,14 +147,23 @@ class DefinitionForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "style": "font-family: monospace",
                                      "spellcheck": "false"}),
         required=False,
-        help_text="Paste a workflow document. Saving validates it, stores it as an immutable version "
-                  "(its id is the SHA-256 of its canonical form) and makes it current.",
+        help_text="The current version, to edit (or paste a workflow document). Saving validates it, "
+                  "stores it as an immutable version (its id is the SHA-256 of its canonical form) and "
+                  "makes it current.",
     )
     actor_label = ""  # set by WorkflowDefinitionAdmin.get_form: who is publishing, for the audit log
 
     class Meta:
         model = WorkflowDefinition
         fields = ["workspace", "key"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = getattr(self.instance, "current_version", None) if self.instance.pk else None
+        if current is not None and not self.is_bound:
+            # Start from the current version: an author edits it rather than retyping it (saving
+            # it unchanged publishes nothing new: the same hash is the same version).
+            self.initial["dsl"] = json.dumps(json.loads(current.canonical), indent=2)
 
     def clean_dsl(self) -> Any:
         text = self.cleaned_data.get("dsl", "").strip()
