@@ -258,3 +258,9 @@ def structure(execution: Execution) -> str:
         cursor.execute(STRUCTURE, {"id": execution.pk, "input": payloads.store.INPUT})
         spawners, input_size, purged_at = cursor.fetchone()
     return structure_key(execution, spawners.split(",") if spawners else [], input_size, purged_at)
+
+
+def has_active_children(execution: Execution) -> bool:
+    """Whether some child of ``execution`` is still pending or running (a finished parent
+    whose tolerated failures are being retried: its merge output will change)."""
+    return Execution.objects.filter(parent=execution, status__in=["PENDING", "RUNNING"]).exists()

@@ -61,7 +61,9 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "reserved": sudo.is_reserved(execution.workflow.key),
         "input_edits": selectors.steps.input_edits(execution),
     }
-    poll = Poll("execution-header", _url("execution-header", execution.pk), live=not execution.is_terminal)
+    # A finished parent stays live while retried children run: its merge output follows them.
+    live = not execution.is_terminal or selectors.executions.has_active_children(execution)
+    poll = Poll("execution-header", _url("execution-header", execution.pk), live=live)
     return render_fragment(request, "ui/execution/_header.html", context, poll)
 
 

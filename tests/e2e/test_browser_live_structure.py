@@ -49,3 +49,43 @@ def test_a_page_opened_before_the_spawner_ran_grows_with_the_run(page, ui, opera
     helpers.run_engine()
     expect(page.locator("#execution-status")).to_have_text("SUCCEEDED", timeout=20_000)
     assert ui.still_same_page()
+
+
+TOLERANT = {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.5}}
+
+
+def test_retried_tolerated_failures_update_the_output_durations_and_cards(page, ui, operator):
+    """A merge that succeeded with 2 tolerated failures: "Retry all failed" re-runs them, the
+    parent's Output then counts them as succeeded, and the retried children show their last
+    attempt's duration with the total of their attempts."""
+    import re
+
+    from django.db import connection
+
+    from tests.support import handlers
+
+    workspace = factories.default_workspace()
+    handlers.set_flaky(True)
+    parent = helpers.run_fanout(workspace, 6, failing={1, 4}, child=helpers.FLAKY, merge_config=TOLERANT)
+    assert parent.status == "SUCCEEDED"
+    with connection.cursor() as cursor:  # the failures happened 20 minutes ago
+        cursor.execute("UPDATE executions_execution SET started_at = started_at - interval '20 minutes', "
+                       "attempt_started_at = attempt_started_at - interval '20 minutes' "
+                       "WHERE parent_id = %s AND status = 'FAILED'", [parent.pk])
+    ui.log_in(operator, next_path=f"/executions/{parent.pk}/")
+    expect(page.locator("#execution-output pre")).to_contain_text('"FAILED": 2')
+    ui.mark_page()
+
+    handlers.set_flaky(False)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name=re.compile(r"Retry all failed \(2\)")).click()
+    expect(page.locator(".fanout [data-count='FAILED']")).to_have_text("0", timeout=20_000)  # re-run
+    helpers.run_engine()
+    expect(page.locator(".fanout [data-count='SUCCEEDED']")).to_have_text("6", timeout=20_000)
+    expect(page.locator("#execution-status")).to_have_text("SUCCEEDED")  # a succeeded merge is not re-opened
+    expect(page.locator("#execution-output pre")).to_contain_text('"FAILED": 0', timeout=20_000)
+    duration = page.locator("#child-fan-1 td").nth(3)
+    expect(duration).to_contain_text("in all, 2 attempts)")
+    expect(duration).not_to_contain_text("min (")  # the last attempt took milliseconds, not 20 minutes
+    ui.screenshot("live-structure-2-retried-output")
+    assert ui.still_same_page()
