@@ -11,7 +11,7 @@ NO_OUTPUT: Any = object()  # the step stores no output payload
 
 @dataclass
 class Outcome:
-    kind: str  # succeeded | failed | wait | signal | committed
+    kind: str  # succeeded | failed | wait | signal | await | committed
     output: Any = NO_OUTPUT
     next: str | None = None  # for succeeded: the vertex to continue with (None: vertex.next)
     end: str | None = None  # for succeeded: end the execution with this status
@@ -44,6 +44,12 @@ def wait(*, reason: str, due_at: datetime | None = None, seconds: float | None =
 def signal(reason: str, state: dict[str, Any] | None = None) -> Outcome:
     """WAITING until another transition wakes the step (a merge waiting for children)."""
     return Outcome("signal", reason=reason, state=state)
+
+
+def awaiting(*, reason: str, due_at: datetime) -> Outcome:
+    """WAITING for the outside world (a callback, an event) until ``due_at``, when its wait
+    times out (core/waits.py); holds no lease and no slot meanwhile."""
+    return Outcome("await", reason=reason, due_at=due_at)
 
 
 def committed() -> Outcome:
