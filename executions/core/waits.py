@@ -41,6 +41,7 @@ from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from executions.core import state
+from executions.core.outcomes import Outcome, failed, succeeded
 from workflows.errors import Conflict, Gone, NotFound
 
 EVENT_LOCK_CLASS = 7_318_032  # pg_locks.classid of the event-name locks (other classes: kick.py, cancel.py)
@@ -67,6 +68,26 @@ def _encode(value: Any) -> str:
 def _decode(value: Any) -> Any:
     """A jsonb column read by raw SQL (Django's psycopg connection hands jsonb over as text)."""
     return json.loads(value) if isinstance(value, str) else value
+
+
+def outcome_of(completion: dict[str, Any]) -> Outcome:
+    """A completion (a callback's body, an operator's, an event's data) as the step's outcome:
+    SUCCEEDED with its output, or a failed attempt under the step's retry policy."""
+    if completion.get("status") == "SUCCEEDED":
+        return succeeded(completion.get("output"))
+    return failed(str(completion.get("error") or "the callback reported FAILED"))
+
+
+def ended(step_state: dict[str, Any], attempt: int) -> Outcome | None:
+    """The outcome of an attempt whose wait something ended (a completion, an event, the
+    timeout: ``state.resume_*`` and ``state.time_out_waits`` leave it in the step's state),
+    or None while the attempt has not waited yet."""
+    result = step_state.get("wait")
+    if not isinstance(result, dict) or result.get("attempt") != attempt:
+        return None
+    if "timedOut" in result:
+        return failed(str(result["timedOut"]))
+    return outcome_of(result["result"])
 
 
 # --- registering a wait ------------------------------------------------------------------------

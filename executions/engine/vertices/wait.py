@@ -11,10 +11,10 @@ any failed attempt, and a retry waits again with a new token.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from executions.core import waits
-from executions.core.outcomes import Outcome, awaiting, committed, failed, succeeded
+from executions.core.outcomes import Outcome, awaiting, committed
 from executions.core.runs import StepRun
 from executions.engine.vertices.common import needs_of
 from workflows.dsl import ast
@@ -25,26 +25,11 @@ def needs(vertex: ast.Wait) -> set[str]:
     return needs_of([context_path for _, context_path in vertex.match])
 
 
-def result_of(step: StepRun) -> dict[str, Any] | None:
-    """The result of this attempt's wait, once something ended it."""
-    result = step.state.get("wait")
-    return result if isinstance(result, dict) and result.get("attempt") == step.attempt else None
-
-
-def outcome_of(completion: dict[str, Any]) -> Outcome:
-    """A completion (a callback's body, an operator's, an event's data) as the step's outcome."""
-    if completion.get("status") == "SUCCEEDED":
-        return succeeded(completion.get("output"))
-    return failed(str(completion.get("error") or "the callback reported FAILED"))
-
-
 def run(step: StepRun) -> Outcome:
     vertex = cast(ast.Wait, step.vertex)
-    result = result_of(step)
-    if result is not None:
-        if "timedOut" in result:
-            return failed(str(result["timedOut"]))
-        return outcome_of(result["result"])
+    ended = waits.ended(step.state, step.attempt)
+    if ended is not None:
+        return ended
     match = [([str(key) for key in parse_path(event_path).segments], resolve(context_path, step.context))
              for event_path, context_path in vertex.match]
     with step.transaction() as tx:
@@ -61,7 +46,7 @@ def run(step: StepRun) -> Outcome:
                 heartbeat=vertex.heartbeat_seconds)
             reason = "waiting for a callback"
         if registered.completion is not None:
-            tx.finish(outcome_of(registered.completion))
+            tx.finish(waits.outcome_of(registered.completion))
         else:
             tx.finish(awaiting(reason=reason, due_at=registered.due_at))
     return committed()
