@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+from django.db.models import F, QuerySet
 
 from executions.core import waits
 from executions.models import Execution, Step, StepStatus, Wait
@@ -68,3 +71,16 @@ def callback(execution: Execution, vertex: str) -> CallbackView | None:
     url = waits.callback_url(token)
     return CallbackView(url, f"{url}/heartbeat", token, wait.created_at, wait.deadline)
 
+
+
+WAITING_FOR = ("callback", "event", "any")  # the execution list's filter
+
+
+def executions_waiting(workspace_id: int, kind: str) -> QuerySet[Any]:
+    """The ids of the workspace's executions with a step WAITING for ``kind`` (callback,
+    event, any), for ``Execution.objects.filter(id__in=…)``."""
+    rows = Wait.objects.filter(workspace_id=workspace_id, completion__isnull=True, step__status=StepStatus.WAITING,
+                               step__attempt=F("attempt"))
+    if kind != "any":
+        rows = rows.filter(kind=kind)
+    return rows.values("execution_id")
