@@ -453,13 +453,28 @@ def release_steps(cursor: Any, step_ids: Sequence[int], *, message: str) -> int:
                            message=message))
 
 
+# A wait's result that its lost worker had not turned into the step's outcome yet — in its state
+# (a woken wait), or on its wait row only (a callback that came while the HTTP call that handed
+# out the token was still running) — goes to the next attempt with it: the callback was accepted
+# (200), so a lost worker must not lose it (core/waits.py).
+_CARRY_WAIT_RESULT = """CASE
+    WHEN (s.state->'wait'->>'attempt')::int = s.attempt
+    THEN jsonb_set(s.state, '{wait,attempt}', to_jsonb(s.attempt + 1))
+    ELSE coalesce(s.state || (SELECT jsonb_build_object('wait', jsonb_build_object(
+                                         'attempt', s.attempt + 1, 'result', w.completion))
+                              FROM executions_wait w
+                              WHERE w.step_id = s.id AND w.attempt = s.attempt AND w.completion IS NOT NULL),
+                  s.state) END"""
+
+
 def requeue_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
-    """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper)."""
+    """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper); a wait's
+    result the lost worker had not used yet goes with the step to its next attempt."""
     return _move_steps(
         cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "attempts_left": True}),
         from_=[S.RUNNING], skip_locked=True,
         sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
-              "wait_reason": "''"},
+              "wait_reason": "''", "state": _CARRY_WAIT_RESULT},
         message="lease expired: the worker was lost; re-queued for another attempt",
     )
 

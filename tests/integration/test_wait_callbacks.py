@@ -249,3 +249,19 @@ def test_a_wait_without_a_timeout_is_refused_with_its_path(workspace):
     doc = {"start": "w", "vertices": {"w": {"type": "WAIT", "for": "callback"}}}
     body = problem(api(workspace, "author").post("/api/v1/workflows/w/versions", doc, format="json"), 400)
     assert any(e["path"].startswith("$.vertices.w") and "timeoutSeconds" in e["message"] for e in body["errors"])
+
+
+def test_a_woken_step_whose_worker_is_lost_keeps_its_callback_result(workspace):
+    """The callback was accepted (200): a worker lost while it turns the result into the
+    step's outcome must not lose it — the next attempt finishes with it, it does not wait again."""
+    execution = waiting_execution(workspace)
+    ok(callback(token_of(workspace, execution), {"status": "SUCCEEDED", "output": {"kept": True}}))
+    [run] = helpers.claim_runs()
+    assert run.vertex.id == "approve"
+    helpers.lose_leases()
+    step = helpers.step(execution, "approve")
+    assert (step.status, step.attempt, step.lease_expiries) == ("READY", 2, 1)
+    helpers.run_engine()
+    assert helpers.refresh(execution).status == "SUCCEEDED"
+    assert ok(api(workspace).get(f"/api/v1/executions/{execution.pk}"))["output"] == {"approved": {"kept": True}}
+    assert Wait.objects.filter(step_id=step.pk).count() == 1, "no second wait"
