@@ -22,6 +22,7 @@ class Outcome:
     due_in: float | None = None
     reason: str = ""
     state: dict[str, Any] | None = None
+    wait: Any = None  # for await: the wait to register with the transition (core/waits.WaitSpec)
 
 
 def succeeded(output: Any = NO_OUTPUT, *, next: str | None = None, end: str | None = None,
@@ -46,10 +47,11 @@ def signal(reason: str, state: dict[str, Any] | None = None) -> Outcome:
     return Outcome("signal", reason=reason, state=state)
 
 
-def awaiting(*, reason: str, due_at: datetime) -> Outcome:
-    """WAITING for the outside world (a callback, an event) until ``due_at``, when its wait
-    times out (core/waits.py); holds no lease and no slot meanwhile."""
-    return Outcome("await", reason=reason, due_at=due_at)
+def awaiting(*, reason: str, due_at: datetime | None = None, wait: Any = None) -> Outcome:
+    """WAITING for the outside world (a callback, an event) until its wait times out
+    (core/waits.py), holding no lease and no slot: a wait registered already (``due_at``), or
+    one the commit registers with the transition (``wait``, a waits.WaitSpec)."""
+    return Outcome("await", reason=reason, due_at=due_at, wait=wait)
 
 
 def committed() -> Outcome:

@@ -90,20 +90,22 @@ def ended(step_state: dict[str, Any], attempt: int) -> Outcome | None:
     return outcome_of(result["result"])
 
 
-# --- registering a wait ------------------------------------------------------------------------
+# --- registering waits -----------------------------------------------------------------------
 
-# A redelivered run of the same attempt (a worker handed it back) finds its row again.
-_INSERT_WAIT = """
-    INSERT INTO executions_wait (step_id, attempt, execution_id, workspace_id, kind, token_hash, nonce,
-                                 event_name, match, match_text, timeout_seconds, heartbeat_seconds,
-                                 lookback_seconds, deadline, created_at)
-    VALUES (%(step)s, %(attempt)s, %(execution)s, %(workspace)s, %(kind)s, %(hash)s, %(nonce)s, %(event)s,
-            %(match)s::jsonb, %(match_text)s, %(timeout)s, %(heartbeat)s, %(lookback)s,
-            now() + make_interval(secs => %(timeout)s), clock_timestamp())
-    ON CONFLICT (step_id, attempt) DO UPDATE SET attempt = EXCLUDED.attempt
-    RETURNING id, nonce, completion,
-              least(deadline, now() + make_interval(secs => coalesce(heartbeat_seconds, timeout_seconds)))
-"""
+@dataclass(frozen=True)
+class WaitSpec:
+    """A wait to register for a step's attempt (a WAIT vertex's outcome, an HTTP step's call)."""
+
+    step_id: int
+    attempt: int
+    execution_id: Any
+    workspace_id: int
+    kind: str  # callback | event
+    timeout: float
+    heartbeat: float | None = None
+    event: str = ""
+    match: tuple[tuple[tuple[str, ...], Any], ...] = ()  # (path into the event data, the execution's value)
+    lookback: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -114,65 +116,92 @@ class Registered:
     completion: dict[str, Any] | None = None  # already there: an early callback, a looked-back event
 
 
-def register_callback(cursor: Any, *, step_id: int, attempt: int, execution_id: Any, workspace_id: int,
-                      timeout: float, heartbeat: float | None) -> Registered:
-    """The callback wait of a step's attempt (inside its fenced transaction)."""
-    nonce = secrets.token_urlsafe(32)
-    token = token_for(step_id, attempt, nonce)
-    cursor.execute(_INSERT_WAIT, {
-        "step": step_id, "attempt": attempt, "execution": execution_id, "workspace": workspace_id,
-        "kind": "callback", "hash": token_hash(token), "nonce": nonce, "event": "", "match": "[]",
-        "match_text": "", "timeout": timeout, "heartbeat": heartbeat, "lookback": 0})
-    wait_id, stored_nonce, completion, due_at = cursor.fetchone()
-    return Registered(wait_id, due_at, token_for(step_id, attempt, stored_nonce), _decode(completion))
-
-
-LOCK_EVENT_SHARED = "SELECT pg_advisory_xact_lock_shared(%(class)s, hashtext(%(key)s))"
+# Shared: registrations do not exclude each other, only a delivery of the same event name.
+LOCK_EVENTS_SHARED = """
+    SELECT pg_advisory_xact_lock_shared(%(class)s, hashtext(k)) FROM unnest(%(keys)s::text[]) AS k ORDER BY k
+"""
 LOCK_EVENT = "SELECT pg_advisory_xact_lock(%(class)s, hashtext(%(key)s))"
 
-# The newest retained event of this name that matches, delivered since the wait began less
-# its lookback (the wait's created_at is taken after the event-name lock).
+# One statement for a batch; a redelivered run of the same attempt (a worker handed it back)
+# finds its row again. ``created_at`` — when the wait began, for lookback — is taken after
+# the event-name locks.
+_INSERT_WAITS = """
+    INSERT INTO executions_wait (step_id, attempt, execution_id, workspace_id, kind, token_hash, nonce,
+                                 event_name, match, match_text, timeout_seconds, heartbeat_seconds,
+                                 lookback_seconds, deadline, created_at)
+    SELECT w.step_id, w.attempt, w.execution_id, w.workspace_id, w.kind, w.hash, w.nonce, w.event, w.match,
+           w.match_text, w.timeout, w.heartbeat, w.lookback, now() + make_interval(secs => w.timeout),
+           clock_timestamp()
+    FROM unnest(%(steps)s::bigint[], %(attempts)s::int[], %(executions)s::uuid[], %(workspaces)s::int[],
+                %(kinds)s::varchar[], %(hashes)s::bytea[], %(nonces)s::varchar[], %(events)s::varchar[],
+                %(matches)s::jsonb[], %(match_texts)s::text[], %(timeouts)s::float8[], %(heartbeats)s::float8[],
+                %(lookbacks)s::float8[])
+         AS w(step_id, attempt, execution_id, workspace_id, kind, hash, nonce, event, match, match_text, timeout,
+              heartbeat, lookback)
+    ORDER BY w.step_id
+    ON CONFLICT (step_id, attempt) DO UPDATE SET attempt = EXCLUDED.attempt
+    RETURNING step_id, id, nonce, completion,
+              least(deadline, now() + make_interval(secs => coalesce(heartbeat_seconds, timeout_seconds)))
+"""
+
+# For new event waits: the newest retained event of their name that matches, delivered since
+# the wait began less its lookback; it completes the wait at once.
 _LOOK_BACK = """
-    SELECT e.data FROM executions_externalevent e
-    WHERE e.workspace_id = %(workspace)s AND e.name = %(name)s
-      AND e.created_at >= %(began)s - make_interval(secs => %(lookback)s)
-      AND e.created_at >= clock_timestamp() - make_interval(secs => %(retention)s)
-      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(match)s::jsonb) m
-                      WHERE (e.data #> ARRAY(SELECT jsonb_array_elements_text(m->'path')))
-                            IS DISTINCT FROM m->'value')
-    ORDER BY e.id DESC LIMIT 1
-"""
-_BEGAN = "SELECT created_at FROM executions_wait WHERE id = %(id)s"
-_COMPLETE_NOW = """
-    UPDATE executions_wait SET completion = %(completion)s::jsonb, completed_at = now(), completed_by = %(by)s
-    WHERE id = %(id)s AND completion IS NULL
+    WITH found AS (
+        SELECT DISTINCT ON (w.id) w.id, e.data
+        FROM executions_wait w
+        JOIN executions_externalevent e
+          ON e.workspace_id = w.workspace_id AND e.name = w.event_name
+         AND e.created_at >= w.created_at - make_interval(secs => w.lookback_seconds)
+         AND e.created_at >= clock_timestamp() - make_interval(secs => %(retention)s)
+        WHERE w.id = ANY(%(waits)s::bigint[]) AND w.completion IS NULL
+          AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(w.match) m
+                          WHERE (e.data #> ARRAY(SELECT jsonb_array_elements_text(m->'path')))
+                                IS DISTINCT FROM m->'value')
+        ORDER BY w.id, e.id DESC
+    )
+    UPDATE executions_wait w SET completion = jsonb_build_object('status', 'SUCCEEDED', 'output', found.data),
+                                 completed_at = now(), completed_by = 'event (looked back)'
+    FROM found WHERE w.id = found.id
+    RETURNING w.step_id, w.completion
 """
 
 
-def register_event(cursor: Any, *, step_id: int, attempt: int, execution_id: Any, workspace_id: int,
-                   name: str, match: list[tuple[list[str], Any]], timeout: float, lookback: float) -> Registered:
-    """The event wait of a step's attempt (inside its fenced transaction); ``completion`` is
-    set when a retained event already matches (``lookbackSeconds``)."""
-    cursor.execute(LOCK_EVENT_SHARED, {"class": EVENT_LOCK_CLASS, "key": f"{workspace_id}:{name}"})
-    match_json = _encode([{"path": path, "value": value} for path, value in match])
-    match_text = ", ".join(f"{'.'.join(path) or '$'} = {_encode(value)}" for path, value in match)[:1000]
-    cursor.execute(_INSERT_WAIT, {
-        "step": step_id, "attempt": attempt, "execution": execution_id, "workspace": workspace_id,
-        "kind": "event", "hash": None, "nonce": "", "event": name, "match": match_json, "match_text": match_text,
-        "timeout": timeout, "heartbeat": None, "lookback": lookback})
-    wait_id, _, completion, due_at = cursor.fetchone()
-    completion = _decode(completion)
-    if completion is None:
-        cursor.execute(_BEGAN, {"id": wait_id})
-        began = cursor.fetchone()[0]
-        cursor.execute(_LOOK_BACK, {"workspace": workspace_id, "name": name, "began": began, "lookback": lookback,
-                                    "retention": float(settings.SB["EVENT_RETENTION_SECONDS"]),
-                                    "match": match_json})
-        row = cursor.fetchone()
-        if row is not None:
-            completion = {"status": "SUCCEEDED", "output": _decode(row[0])}
-            cursor.execute(_COMPLETE_NOW, {"id": wait_id, "completion": _encode(completion), "by": "event"})
-    return Registered(wait_id, due_at, completion=completion)
+def register(cursor: Any, specs: list[WaitSpec]) -> dict[int, Registered]:
+    """Register waits (inside the transaction that holds their steps' leases), by step id; an
+    event wait that a retained event already satisfies (``lookbackSeconds``) comes back with
+    its ``completion``."""
+    if not specs:
+        return {}
+    keys = sorted({f"{spec.workspace_id}:{spec.event}" for spec in specs if spec.kind == "event"})
+    if keys:
+        cursor.execute(LOCK_EVENTS_SHARED, {"class": EVENT_LOCK_CLASS, "keys": keys})
+        cursor.fetchall()
+    nonces = [secrets.token_urlsafe(32) if spec.kind == "callback" else "" for spec in specs]
+    cursor.execute(_INSERT_WAITS, {
+        "steps": [spec.step_id for spec in specs], "attempts": [spec.attempt for spec in specs],
+        "executions": [spec.execution_id for spec in specs], "workspaces": [spec.workspace_id for spec in specs],
+        "kinds": [spec.kind for spec in specs],
+        "hashes": [token_hash(token_for(spec.step_id, spec.attempt, nonce)) if spec.kind == "callback" else None
+                   for spec, nonce in zip(specs, nonces, strict=True)],
+        "nonces": nonces, "events": [spec.event for spec in specs],
+        "matches": [_encode([{"path": list(path), "value": value} for path, value in spec.match]) for spec in specs],
+        "match_texts": [", ".join(f"{'.'.join(path) or '$'} = {_encode(value)}" for path, value in spec.match)[:1000]
+                        for spec in specs],
+        "timeouts": [spec.timeout for spec in specs], "heartbeats": [spec.heartbeat for spec in specs],
+        "lookbacks": [spec.lookback for spec in specs]})
+    attempts = {spec.step_id: spec.attempt for spec in specs}
+    found = {step_id: Registered(wait_id, due_at, token_for(step_id, attempts[step_id], nonce) if nonce else "",
+                                 _decode(completion))
+             for step_id, wait_id, nonce, completion, due_at in cursor.fetchall()}
+    events = [found[spec.step_id].wait_id for spec in specs if spec.kind == "event"
+              and found[spec.step_id].completion is None]
+    if events:
+        cursor.execute(_LOOK_BACK, {"waits": events, "retention": float(settings.SB["EVENT_RETENTION_SECONDS"])})
+        for step_id, completion in cursor.fetchall():
+            before = found[step_id]
+            found[step_id] = Registered(before.wait_id, before.due_at, before.token, _decode(completion))
+    return found
 
 
 _COMPLETION_OF = """

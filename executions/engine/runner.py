@@ -223,12 +223,25 @@ def _apply(cursor: Any, groups: dict[str, list[tuple[StepRun, Outcome]]]) -> set
             due_in=[o.due_in for _, o in waiting], reasons=[o.reason for _, o in waiting],
             states=[_json(o.state) for _, o in waiting])
     if awaited := groups.get("await"):
-        moved |= state.await_steps(cursor, [r.step_id for r, _ in awaited], due_at=[o.due_at for _, o in awaited],
-                                   reasons=[o.reason for _, o in awaited])
+        moved |= _await(cursor, awaited)
     if signalled := groups.get("signal"):
         moved |= state.signal_steps(cursor, [r.step_id for r, _ in signalled],
                                     reasons=[o.reason for _, o in signalled],
                                     states=[_json(o.state) for _, o in signalled])
+    return moved
+
+
+def _await(cursor: Any, awaited: list[tuple[StepRun, Outcome]]) -> set[int]:
+    """RUNNING → WAITING for the outside world, registering the waits of the batch in one
+    statement first (core/waits.py); a wait whose answer is there already (an event within
+    its lookback) is resumed at once: its vertex finishes with it when it runs again."""
+    registered = waits.register(cursor, [o.wait for _, o in awaited if o.wait is not None])
+    moved = state.await_steps(
+        cursor, [r.step_id for r, _ in awaited], reasons=[o.reason for _, o in awaited],
+        due_at=[o.due_at if o.wait is None else registered[r.step_id].due_at for r, o in awaited])
+    answered = [found.wait_id for step_id, found in registered.items() if found.completion is not None
+                and step_id in moved]
+    state.resume_completed_waits(cursor, answered, message="the event had been delivered already (lookback)")
     return moved
 
 

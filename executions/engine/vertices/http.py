@@ -117,10 +117,10 @@ def _call_and_wait(step: StepRun, spec: ast.CallbackWait) -> Outcome:
     ended = waits.ended(step.state, step.attempt)
     if ended is not None:
         return ended
+    wait = waits.WaitSpec(step.step_id, step.attempt, step.execution.id, step.execution.workspace_id, "callback",
+                          spec.timeout_seconds, spec.heartbeat_seconds)
     with step.transaction() as tx:
-        registered = waits.register_callback(
-            tx.cursor, step_id=step.step_id, attempt=step.attempt, execution_id=step.execution.id,
-            workspace_id=step.execution.workspace_id, timeout=spec.timeout_seconds, heartbeat=spec.heartbeat_seconds)
+        registered = waits.register(tx.cursor, [wait])[step.step_id]
     step.context["callback"] = {"url": waits.callback_url(registered.token), "token": registered.token}
     outcome = _call(step)
     if outcome.kind != "succeeded":
