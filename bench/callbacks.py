@@ -83,13 +83,16 @@ def tokens(parent_id: Any) -> list[str]:
 
 
 def in_threads(threads: int, work: list[Callable[[], Any]]) -> list[Any]:
-    def call(function: Callable[[], Any]) -> Any:
+    """Run ``work`` on ``threads`` threads, each a caller with one database connection of its
+    own for all its calls (a connection per call would measure connecting)."""
+    def call_all(chunk: list[Callable[[], Any]]) -> list[Any]:
         try:
-            return function()
+            return [function() for function in chunk]
         finally:
             connection.close()
+    chunks = [work[index::threads] for index in range(threads)]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(call, work))
+        return [answer for answers in pool.map(call_all, chunks) for answer in answers]
 
 
 def start(workspace: Workspace, workflow: str, items: list[Any]) -> Execution:
