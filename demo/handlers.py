@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 from executions.handlers import HandlerContext, NonRetryable, handler
+from executions.models import Execution
+from executions.services import waits
 
 
 @handler("demo.echo")
@@ -58,3 +60,17 @@ def crash_if(data: Any, context: HandlerContext) -> Any:
     if seconds > 0:
         time.sleep(min(seconds, 3600.0))
     return {"attempt": context.attempt, "worker": f"{socket.gethostname()}:{os.getpid()}"}
+
+
+@handler("demo.announce_ready")
+def announce_ready(data: Any, context: HandlerContext) -> Any:
+    """The demo's deployment system says a rollout is ready: it posts ``deployment.ready``
+    (``{"deploymentId", "url"}``) to the execution's workspace, once per deployment however
+    often this step runs (the event's id)."""
+    if not isinstance(data, dict) or not isinstance(data.get("deploymentId"), str):
+        raise NonRetryable("demo.announce_ready needs {\"deploymentId\": \"…\"}")
+    deployment = data["deploymentId"]
+    workspace_id = Execution.objects.filter(pk=context.execution_id).values_list("workspace_id", flat=True).get()
+    event = {"deploymentId": deployment, "url": f"https://{deployment}.demo.invalid/"}
+    delivered = waits.post_event(workspace_id, "deployment.ready", event, key=f"demo-ready:{deployment}")
+    return {**event, "delivered": delivered}

@@ -254,6 +254,8 @@ class Step(models.Model):
             models.Index(fields=["destination"], name="step_running_destination",
                          condition=Q(status="RUNNING", destination__isnull=False)),
             models.Index(fields=["destination"], name="step_destination", condition=Q(destination__isnull=False)),
+            # The timeouts of waits for the outside world (core/waits.py): due WAITING steps.
+            models.Index(fields=["due_at"], name="step_waiting_due", condition=Q(status="WAITING")),
         ]
 
     def __str__(self) -> str:
@@ -513,3 +515,6 @@ class UploadItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.upload_id}[{self.index}]"
+
+
+from executions.wait_models import ExternalEvent, Wait, WaitKind  # noqa: E402, F401 - the app's other models

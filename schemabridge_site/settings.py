@@ -383,6 +383,12 @@ SB: dict[str, Any] = {
     "MAX_START_BYTES": env_int("SB_MAX_START_BYTES", 8 * 1024 * 1024),
     "MAX_PUBLISH_BYTES": env_int("SB_MAX_PUBLISH_BYTES", 1024 * 1024),
     "MAX_WRITE_BYTES": env_int("SB_MAX_WRITE_BYTES", 1024 * 1024),
+    # Waiting for the outside world (S27): the largest callback body (POST /api/v1/callbacks/…,
+    # anonymous: the token is the credential), how long posted events are kept (for a WAIT's
+    # lookbackSeconds and idempotent ids), and the address callbacks are sent to ($.callback.url).
+    "CALLBACK_MAX_BYTES": env_int("SB_CALLBACK_MAX_BYTES", 1024 * 1024),
+    "EVENT_RETENTION_SECONDS": env_float("SB_EVENT_RETENTION_SECONDS", 3600),
+    "PUBLIC_URL": os.environ.get("SB_PUBLIC_URL", "http://127.0.0.1:8000").strip().rstrip("/"),
     # Largest upload (POST /api/v1/uploads, streamed: never held in memory whole), and how long
     # an upload is kept after its creation or last use by a start (executions/services/uploads.py).
     "UPLOAD_MAX_BYTES": env_int("SB_UPLOAD_MAX_BYTES", 1024**3),

@@ -29,6 +29,13 @@ class Conflict(ServiceError):
     status, code = 409, "conflict"
 
 
+class Gone(ServiceError):
+    """It existed and is over for good (a callback token whose step timed out, was cancelled
+    or retried)."""
+
+    status, code = 410, "gone"
+
+
 class Forbidden(ServiceError):
     status, code = 403, "forbidden"
 

@@ -113,6 +113,9 @@ class ExecutionListQuery(PageQuery):
     parent = serializers.UUIDField(required=False, help_text="Children of this execution.")  # type: ignore[assignment]
     top_level = serializers.BooleanField(required=False, allow_null=True, default=None,
                                          help_text="true: only executions without a parent; false: only children.")
+    waiting = serializers.ChoiceField(choices=["callback", "event", "any"], required=False,
+                                      help_text="Only executions with a step WAITING for a callback, an event, or "
+                                                "either.")
 
 
 class ChildrenExportQuery(StrictSerializer):

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from executions.api import converters
-from executions.api.views import actions, destinations, executions, schedules, uploads, workflows
+from executions.api.views import actions, destinations, executions, schedules, uploads, waits, workflows
 from executions.api.views.base import ApiView
 
 converters.register()
@@ -61,6 +61,11 @@ urlpatterns = [
     path("executions/<execid:id>/steps/<vertex:vertex>/output", on_path(executions.MergeOutput),
          name="merge-output"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
+    path("executions/<execid:id>/steps/<vertex:vertex>/callback", on_path(waits.StepCallback), name="step-callback"),
+    path("executions/<execid:id>/steps/<vertex:vertex>/complete", on_path(waits.CompleteStep), name="complete-step"),
+    path("callbacks/<str:token>", on_path(waits.Callback), name="callback"),
+    path("callbacks/<str:token>/heartbeat", on_path(waits.CallbackHeartbeat), name="callback-heartbeat"),
+    path("events", on_path(waits.PostEvent), name="post-event"),
     path("uploads", on_path(uploads.CreateUpload), name="uploads"),
     path("uploads/<execid:id>", on_path(uploads.DeleteUpload), name="upload"),
     path("destinations", on_path(destinations.DestinationList, destinations.CreateDestination),

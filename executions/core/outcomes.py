@@ -11,7 +11,7 @@ NO_OUTPUT: Any = object()  # the step stores no output payload
 
 @dataclass
 class Outcome:
-    kind: str  # succeeded | failed | wait | signal | committed
+    kind: str  # succeeded | failed | wait | signal | await | committed
     output: Any = NO_OUTPUT
     next: str | None = None  # for succeeded: the vertex to continue with (None: vertex.next)
     end: str | None = None  # for succeeded: end the execution with this status
@@ -22,6 +22,7 @@ class Outcome:
     due_in: float | None = None
     reason: str = ""
     state: dict[str, Any] | None = None
+    wait: Any = None  # for await: the wait to register with the transition (core/waits.WaitSpec)
 
 
 def succeeded(output: Any = NO_OUTPUT, *, next: str | None = None, end: str | None = None,
@@ -44,6 +45,13 @@ def wait(*, reason: str, due_at: datetime | None = None, seconds: float | None =
 def signal(reason: str, state: dict[str, Any] | None = None) -> Outcome:
     """WAITING until another transition wakes the step (a merge waiting for children)."""
     return Outcome("signal", reason=reason, state=state)
+
+
+def awaiting(*, reason: str, due_at: datetime | None = None, wait: Any = None) -> Outcome:
+    """WAITING for the outside world (a callback, an event) until its wait times out
+    (core/waits.py), holding no lease and no slot: a wait registered already (``due_at``), or
+    one the commit registers with the transition (``wait``, a waits.WaitSpec)."""
+    return Outcome("await", reason=reason, due_at=due_at, wait=wait)
 
 
 def committed() -> Outcome:

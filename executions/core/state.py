@@ -489,13 +489,28 @@ def release_steps(cursor: Any, step_ids: Sequence[int], *, message: str) -> int:
                            message=message))
 
 
+# A wait's result that its lost worker had not turned into the step's outcome yet — in its state
+# (a woken wait), or on its wait row only (a callback that came while the HTTP call that handed
+# out the token was still running) — goes to the next attempt with it: the callback was accepted
+# (200), so a lost worker must not lose it (core/waits.py).
+_CARRY_WAIT_RESULT = """CASE
+    WHEN (s.state->'wait'->>'attempt')::int = s.attempt
+    THEN jsonb_set(s.state, '{wait,attempt}', to_jsonb(s.attempt + 1))
+    ELSE coalesce(s.state || (SELECT jsonb_build_object('wait', jsonb_build_object(
+                                         'attempt', s.attempt + 1, 'result', w.completion))
+                              FROM executions_wait w
+                              WHERE w.step_id = s.id AND w.attempt = s.attempt AND w.completion IS NOT NULL),
+                  s.state) END"""
+
+
 def requeue_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
-    """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper)."""
+    """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper); a wait's
+    result the lost worker had not used yet goes with the step to its next attempt."""
     return _move_steps(
         cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "attempts_left": True}),
         from_=[S.RUNNING], skip_locked=True,
         sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
-              "wait_reason": "''"},
+              "wait_reason": "''", "state": _CARRY_WAIT_RESULT},
         message="lease expired: the worker was lost; re-queued for another attempt",
     )
 
@@ -553,6 +568,92 @@ def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str]
                     "message": ("text", reasons)}, id_values=step_ids)
     return _move_step_ids(cursor, S.WAITING, source, from_=[S.RUNNING], sets={
         "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
+
+
+# --- named transitions: waits for the outside world (S27, core/waits.py) --------------------------
+
+def await_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], reasons: Sequence[str]) -> set[int]:
+    """RUNNING → WAITING for a callback or an event, holding no lease and no slot, until
+    ``due_at`` (its timeout or heartbeat deadline, database time: ``time_out_waits``)."""
+    source = _rows({"due_at": ("timestamptz", due_at), "reason": ("text", [r[:300] for r in reasons]),
+                    "message": ("text", reasons)}, id_values=step_ids)
+    return _move_step_ids(cursor, S.WAITING, source, from_=[S.RUNNING],
+                          sets={"due_at": "src.due_at", "wait_reason": "src.reason"})
+
+
+# A waiting step's result (``wait``: its attempt and the completion, or why it timed out) goes
+# into its state; its vertex turns it into the step's outcome when it runs again (vertices/wait.py).
+_WAIT_RESULT = ("s.state || jsonb_build_object('wait', jsonb_build_object('attempt', s.attempt, "
+                "src.result_key, src.result))")
+
+# The waiting steps of some completed waits (callbacks, an operator), at the attempt that waits.
+_COMPLETED_WAITS = """
+    SELECT w.step_id AS id, 'result'::text AS result_key, w.completion AS result
+    FROM executions_wait w JOIN executions_step s ON s.id = w.step_id AND s.attempt = w.attempt
+    WHERE w.id = ANY(%(waits)s::bigint[]) AND w.completion IS NOT NULL
+"""
+
+# The open event waits that an event matches: its name, in its workspace, every match pair equal.
+_MATCHED_WAITS = """
+    SELECT w.step_id AS id, 'result'::text AS result_key,
+           jsonb_build_object('status', 'SUCCEEDED', 'output', %(data)s::jsonb) AS result
+    FROM executions_wait w JOIN executions_step s ON s.id = w.step_id AND s.attempt = w.attempt
+    WHERE w.workspace_id = %(workspace)s AND w.kind = 'event' AND w.event_name = %(name)s
+      AND w.completion IS NULL AND s.status = 'WAITING'
+      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(w.match) m
+                      WHERE (%(data)s::jsonb #> ARRAY(SELECT jsonb_array_elements_text(m->'path')))
+                            IS DISTINCT FROM m->'value')
+"""
+
+# Due waits (their timeout or heartbeat deadline passed), oldest first; SKIP LOCKED: a step
+# another transaction holds is being completed or cancelled right now.
+_DUE_WAITS = """
+    SELECT s.id, 'timedOut'::text AS result_key,
+           to_jsonb(CASE WHEN w.kind = 'event'
+                         THEN format('timed out after %%ss waiting for event %%s',
+                                     trim_scale(w.timeout_seconds::numeric), w.event_name)
+                         WHEN w.heartbeat_seconds IS NOT NULL AND s.due_at < w.deadline
+                         THEN format('timed out after %%ss waiting for a heartbeat',
+                                     trim_scale(w.heartbeat_seconds::numeric))
+                         ELSE format('timed out after %%ss waiting for a callback',
+                                     trim_scale(w.timeout_seconds::numeric)) END) AS result
+    FROM executions_step s JOIN executions_wait w ON w.step_id = s.id AND w.attempt = s.attempt
+    WHERE s.status = 'WAITING' AND s.due_at <= now() AND w.completion IS NULL
+    ORDER BY s.due_at
+    LIMIT %(limit)s
+    FOR UPDATE OF s SKIP LOCKED
+"""
+
+
+def _resume(cursor: Any, source: _Source, message: str | None) -> list[dict[str, Any]]:
+    moved = _move_steps(cursor, S.READY, source, from_=[S.WAITING], message=message,
+                        sets={"due_at": "now()", "wait_reason": "''", "state": _WAIT_RESULT})
+    if moved:
+        notify.work_created(cursor)
+    return moved
+
+
+def resume_completed_waits(cursor: Any, wait_ids: Sequence[int], *, message: str) -> int:
+    """WAITING → READY now for the steps of completed waits; their vertex then finishes
+    with the completion (its output, or its error under the retry policy)."""
+    if not wait_ids:
+        return 0
+    return len(_resume(cursor, _Source(_COMPLETED_WAITS, {"waits": list(wait_ids)}, ("result_key", "result")),
+                       message))
+
+
+def resume_matched_waits(cursor: Any, *, workspace: int, name: str, data_text: str) -> list[dict[str, Any]]:
+    """WAITING → READY now for every step waiting for this event that it matches (one
+    set-based statement; steps locked in id order); returns the steps that moved."""
+    return _resume(cursor, _Source(_MATCHED_WAITS, {"workspace": workspace, "name": name, "data": data_text},
+                                   ("result_key", "result")), f"event {name} delivered")
+
+
+def time_out_waits(cursor: Any, limit: int) -> list[dict[str, Any]]:
+    """WAITING → READY now for waits past their deadline; their vertex then fails the attempt
+    ("timed out after Ns waiting for a callback") and the retry policy applies."""
+    return _resume(cursor, _Source(_DUE_WAITS, {"limit": limit}, ("result_key", "result")),
+                   "the wait timed out")
 
 
 def cancel_open_steps(cursor: Any, execution_ids: Sequence[Any], *, message: str) -> int:

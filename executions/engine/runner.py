@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from executions.core import calls as call_log
-from executions.core import leases, payloads, records, retry, state
+from executions.core import leases, payloads, records, retry, state, waits
 from executions.core.leases import ClaimedStep
 from executions.core.outcomes import NO_OUTPUT, Outcome, failed
 from executions.core.runs import ExecutionInfo, LeaseLost, StepRun
@@ -194,7 +194,7 @@ def commit(cursor: Any, results: Sequence[tuple[StepRun, Outcome]], *, fenced: b
     moved = _apply(cursor, groups)
     metrics.steps_committed(groups, moved)
     # A step back to waiting (a retry backoff, a timer, a merge) means its execution has started.
-    start_executions(cursor, [r for key in ("retry", "wait", "signal") for r, _ in groups.get(key, [])
+    start_executions(cursor, [r for key in ("retry", "wait", "signal", "await") for r, _ in groups.get(key, [])
                               if r.step_id in moved], counts=counts)
     stale += [run for run, _ in results if run.step_id not in moved]
     if stale:
@@ -222,10 +222,26 @@ def _apply(cursor: Any, groups: dict[str, list[tuple[StepRun, Outcome]]]) -> set
             cursor, [r.step_id for r, _ in waiting], due_at=[o.due_at for _, o in waiting],
             due_in=[o.due_in for _, o in waiting], reasons=[o.reason for _, o in waiting],
             states=[_json(o.state) for _, o in waiting])
+    if awaited := groups.get("await"):
+        moved |= _await(cursor, awaited)
     if signalled := groups.get("signal"):
         moved |= state.signal_steps(cursor, [r.step_id for r, _ in signalled],
                                     reasons=[o.reason for _, o in signalled],
                                     states=[_json(o.state) for _, o in signalled])
+    return moved
+
+
+def _await(cursor: Any, awaited: list[tuple[StepRun, Outcome]]) -> set[int]:
+    """RUNNING → WAITING for the outside world, registering the waits of the batch in one
+    statement first (core/waits.py); a wait whose answer is there already (an event within
+    its lookback) is resumed at once: its vertex finishes with it when it runs again."""
+    registered = waits.register(cursor, [o.wait for _, o in awaited if o.wait is not None])
+    moved = state.await_steps(
+        cursor, [r.step_id for r, _ in awaited], reasons=[o.reason for _, o in awaited],
+        due_at=[o.due_at if o.wait is None else registered[r.step_id].due_at for r, o in awaited])
+    answered = [found.wait_id for step_id, found in registered.items() if found.completion is not None
+                and step_id in moved]
+    state.resume_completed_waits(cursor, answered, message="the event had been delivered already (lookback)")
     return moved
 
 
@@ -281,9 +297,11 @@ def fail_executions(cursor: Any, entries: Sequence[tuple[Any, str, str, Any]], *
 
 
 def reap(limit: int = 1000) -> tuple[int, int]:
-    """Run the reaper once (its own transaction); returns (re-queued, failed)."""
+    """Run the reaper once (its own transaction), and time out the waits past their
+    deadline (core/waits.py); returns (re-queued, failed)."""
     with transaction.atomic(), connection.cursor() as cursor:
         requeued, failed_rows = leases.reap(cursor, limit)
+        waits.sweep(cursor, limit)  # a timed-out wait's step is READY now (its statement wakes a drain)
         metrics.reaped(len(requeued), len(failed_rows))
         fail_executions(cursor, [(row["execution_id"], row["vertex"], row["error"], None) for row in failed_rows])
         if requeued:

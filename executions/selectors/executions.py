@@ -20,7 +20,7 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from executions.models import Execution, Step
-from executions.selectors import fanouts, payloads, steps
+from executions.selectors import fanouts, payloads, steps, waits
 from workflows.errors import NotFound
 from workflows.models import Workspace
 
@@ -46,10 +46,14 @@ OLDER_THAN = "(executions_execution.created_at, executions_execution.id) < (%s, 
 
 
 def page(workspace: Workspace, *, status: str | None, workflow: str | None, parent: uuid.UUID | None,
-         top_level: bool | None, after: tuple[datetime, uuid.UUID] | None, limit: int) -> list[Execution]:
+         top_level: bool | None, after: tuple[datetime, uuid.UUID] | None, limit: int,
+         waiting: str | None = None) -> list[Execution]:
     """Up to ``limit + 1`` executions, newest first (the ``execution_ws_created`` /
-    ``execution_ws_status`` indexes), with their children's ``counts``."""
+    ``execution_ws_status`` indexes), with their children's ``counts``; ``waiting``: only
+    those with a step waiting for a callback, an event, or either (``any``)."""
     rows = Execution.objects.select_related("workflow", "version").filter(workspace=workspace)
+    if waiting:
+        rows = rows.filter(id__in=waits.executions_waiting(workspace.pk, waiting))
     if status:
         rows = rows.filter(status=status)
     if workflow:
@@ -84,6 +88,7 @@ class ListFilters:
     until: datetime | None = None
     search: str = ""
     page: int = 1
+    waiting: str = ""  # callback, event, any: only executions with a step waiting for it
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,8 @@ def listing(workspace: Workspace, filters: ListFilters, search_id: Any = None) -
         rows = rows.filter(idempotency_key=filters.search)  # the unique (workspace, key) index
     else:
         rows = _filtered(rows, filters)
+        if filters.waiting:
+            rows = rows.filter(id__in=waits.executions_waiting(workspace.pk, filters.waiting))
     rows = rows.select_related("workflow", "version").only(*LIST_FIELDS).order_by("-created_at", "-id")
     offset = (filters.page - 1) * PAGE_SIZE
     found = list(rows[offset: offset + PAGE_SIZE + 1])

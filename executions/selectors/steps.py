@@ -9,6 +9,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from executions.models import Event, Execution, Step, StepStatus
+from executions.selectors import waits
 
 # What a READY step due later waits for, from its reason (the first prefix found in it).
 TIMED_WAITS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
@@ -17,7 +18,8 @@ TIMED_WAITS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload
 
 @dataclass(frozen=True)
 class Waiting:
-    kind: str  # children, signal, timer, retry backoff, payload pressure, quota, fan-out slot, deferred
+    # callback, event, children, signal, timer, retry backoff, payload pressure, quota, fan-out slot, deferred
+    kind: str
     reason: str
     next_check_at: datetime | None  # when it is looked at again (None: when a signal wakes it)
 
@@ -28,6 +30,9 @@ def waiting(step: Step, now: datetime | None = None) -> Waiting | None:
     retry backoff, a fan-out deferred by payload pressure (S7) — until ``next_check_at``; its
     stored status stays READY (that is how state.py keeps timers), and readers show it as
     WAITING (``display_status``)."""
+    outside = getattr(step, "outside_wait", None)  # set by ``of`` (selectors/waits.py)
+    if step.status == StepStatus.WAITING and outside is not None:
+        return Waiting(outside.kind, outside.text, outside.times_out_at)
     if step.status == StepStatus.WAITING:
         kind = "children" if step.wait_reason.startswith("waiting for children") else "signal"
         return Waiting(kind, step.wait_reason, None)
@@ -46,8 +51,12 @@ def display_status(step: Step, now: datetime | None = None) -> str:
 
 
 def of(execution: Execution) -> list[Step]:
-    """Every step of ``execution`` in creation order, with its destination."""
-    return list(Step.objects.filter(execution=execution).select_related("destination").order_by("id"))
+    """Every step of ``execution`` in creation order, with its destination and, for a step
+    waiting for the outside world, its wait (``outside_wait``: selectors/waits.WaitView)."""
+    found = list(Step.objects.filter(execution=execution).select_related("destination").order_by("id"))
+    for step_id, view in waits.of_steps(found).items():
+        next(step for step in found if step.pk == step_id).outside_wait = view  # type: ignore[attr-defined]  # a read's annotation
+    return found
 
 
 def named(execution: Execution, vertices: Iterable[str]) -> dict[str, Step]:

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from executions.services import lifecycle as services
+from executions.services import waits
 from executions.ui import forms, present
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import done, problem
@@ -108,3 +109,25 @@ def cancel_open_children(request: UiRequest, execution_id: uuid.UUID) -> HttpRes
     message = (f"Cancelled {cancelled:,} unfinished child execution{'s' if cancelled != 1 else ''}."
                if cancelled else "No unfinished children to cancel.")
     return done(request, message, back=_back(execution_id))
+
+
+@require_POST
+@workspace_view
+def complete_step(request: UiRequest, execution_id: uuid.UUID, vertex: str) -> HttpResponse:
+    """Complete (or fail) a step waiting for a callback — an approval (S27). A FAILED step's
+    reason comes from the form or the button's prompt (``HX-Prompt``)."""
+    data = request.POST.copy()
+    if not data.get("error") and request.headers.get("HX-Prompt"):
+        data["error"] = request.headers["HX-Prompt"]
+    form = forms.CompleteStepForm(data)
+    if not form.is_valid():
+        return problem(request, 400, forms.describe(form), errors=form.problems())
+    status = form.cleaned_data["status"]
+    principal = request.principal
+    with audited(principal, "step.complete", target=f"{execution_id}/{vertex}", detail={"status": status}):
+        principal.require(Role.OPERATOR, "complete steps")
+        execution = services.get_execution(principal.workspace, execution_id)
+        waits.complete_step(execution, vertex, waits.completion(status, form.cleaned_data["input"],
+                                                                form.cleaned_data["error"]), actor=principal.label)
+    verb = "Completed" if status == "SUCCEEDED" else "Failed"
+    return done(request, f"{verb} step '{vertex}'.", back=_back(execution_id))

@@ -41,6 +41,10 @@ class ExecutionFilters(forms.Form):
                                                                            "e.g. 2026-01-31T18:00."})
     q = forms.CharField(required=False, max_length=255, strip=True)
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
+    waiting = forms.ChoiceField(required=False, choices=[("", "waiting or not"), ("callback", "waiting for a callback"),
+                                                         ("event", "waiting for an event"),
+                                                         ("any", "waiting for a callback or an event")],
+                                error_messages=_choice_error("a wait", ["callback", "event", "any"]))
 
     def __init__(self, data: Any, *, workflow_keys: list[str]) -> None:
         super().__init__(data)
@@ -62,7 +66,7 @@ class ExecutionFilters(forms.Form):
         return executions.ListFilters(
             status=data.get("status") or "", workflow=data.get("workflow") or "",
             top_level_only=(data.get("scope") or "top") == "top", since=data.get("since"), until=data.get("until"),
-            search=data.get("q") or "", page=data.get("page") or 1,
+            search=data.get("q") or "", page=data.get("page") or 1, waiting=data.get("waiting") or "",
         )
 
     def search_id(self) -> uuid.UUID | None:
@@ -232,3 +236,21 @@ class RetryInputForm(JsonInputForm):
     # Required: an absent input must not read as "{}" and replace the stored one.
     input = forms.CharField(required=True, strip=True, max_length=8 * 1024 * 1024,
                             error_messages={"required": "Give the edited input as JSON."})
+
+
+class CompleteStepForm(JsonInputForm):
+    """An operator's completion of a step waiting for a callback (an approval): SUCCEEDED
+    with an optional JSON output (``input``: the text field this form shares with the start
+    and retry forms), or FAILED with why."""
+
+    status = forms.ChoiceField(choices=[("SUCCEEDED", "SUCCEEDED"), ("FAILED", "FAILED")])
+    error = forms.CharField(required=False, strip=True, max_length=4000)
+
+    def clean_input(self) -> Any:
+        return None if not (self.cleaned_data.get("input") or "").strip() else super().clean_input()
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("status") == "FAILED" and not cleaned.get("error"):
+            self.add_error("error", "Say why the step fails.")
+        return cleaned

@@ -114,6 +114,7 @@ class StepRow:
     display_status: str = ""  # WAITING for a READY step deferred to a due time (S7)
     next_check: datetime | None = None
     confirm: str = ""  # the retry's confirmation, when it says more than "Retry step …?"
+    outside: Any = None  # a wait for the outside world (selectors.waits.WaitView)
 
 
 def steps(request: UiRequest, execution: Execution) -> Fragment:
@@ -170,7 +171,8 @@ def _step_row(step: Step, kind: str, events: list[Event], slots: dict[int, Slots
                    wait_why=why, events=events,
                    retryable=step.status == StepStatus.FAILED and execution.status == "FAILED",
                    display_status=selectors.steps.display_status(step),
-                   next_check=waiting.next_check_at if waiting else None)
+                   next_check=waiting.next_check_at if waiting else None,
+                   outside=getattr(step, "outside_wait", None) if step.status == StepStatus.WAITING else None)
 
 
 def wait_reason(step: Step, slots: dict[int, Slots]) -> tuple[str, str]:

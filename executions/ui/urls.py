@@ -27,6 +27,7 @@ urlpatterns = [
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
     path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
+    path(f"{execution}/steps/<str:vertex>/complete", actions.complete_step, name="step-complete"),
     path(f"{execution}/fanouts/<str:spawner>/retry-failed", actions.retry_failed_children,
          name="retry-failed-children"),
     path("workflows/", workflow_views.workflow_list, name="workflow-list"),

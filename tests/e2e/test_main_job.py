@@ -100,6 +100,8 @@ def make_run(job_env: dict[str, str]) -> Iterator[Job]:
 def test_make_run_serves_gunicorn_with_whitenoise_and_debug_off_and_runs_the_demo(make_run, monkeypatch):
     job = make_run
     job.wait_for_log("Demo hello: SUCCEEDED")
+    # The second seed article's poller without the poll (issue 32): a WAIT for the rollout's event.
+    job.wait_for_log("Demo deploy-service: SUCCEEDED")
     text = job.log()
     assert "user 'admin', password the SB_ADMIN_PASSWORD you set" in text
     assert PASSWORD not in text  # never printed (issue 15, finding 11)

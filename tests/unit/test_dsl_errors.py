@@ -15,7 +15,7 @@ import pytest
 
 from workflows.dsl import DslError, canonical, content_hash, parse
 
-KINDS = ("TASK", "HTTP", "SPAWNER", "MERGE", "TIMER", "CHOICE", "CHAIN", "SUCCEED", "FAIL")
+KINDS = ("TASK", "HTTP", "SPAWNER", "MERGE", "TIMER", "WAIT", "CHOICE", "CHAIN", "SUCCEED", "FAIL")
 
 
 def full_doc() -> dict[str, Any]:
@@ -27,7 +27,8 @@ def full_doc() -> dict[str, Any]:
             "http": {"type": "HTTP", "destination": "api", "next": "spawner"},
             "spawner": {"type": "SPAWNER", "items": "$.input.items", "workflow": "child", "next": "merge"},
             "merge": {"type": "MERGE", "spawner": "spawner", "next": "timer"},
-            "timer": {"type": "TIMER", "seconds": 1, "next": "choice"},
+            "timer": {"type": "TIMER", "seconds": 1, "next": "wait"},
+            "wait": {"type": "WAIT", "for": "callback", "timeoutSeconds": 60, "next": "choice"},
             "choice": {
                 "type": "CHOICE",
                 "choices": [{"when": {"path": "$.input.stop", "equals": True}, "next": "fail"}],
@@ -762,7 +763,7 @@ def test_step_paths_in_every_reading_field_are_checked() -> None:
     vertices["http"]["path"] = "/a/{$.steps.succeed.output.id}"
     vertices["spawner"]["items"] = "$.steps.chain.output.list"
     vertices["spawner"]["itemInput"] = {"x": "$.steps.timer.output"}
-    vertices["timer"] = {"type": "TIMER", "until": "$.steps.fail.output.at", "next": "choice"}
+    vertices["timer"] = {"type": "TIMER", "until": "$.steps.fail.output.at", "next": "wait"}
     assert errors_of(doc) == [
         ("$.vertices.http.path", "path $.steps.succeed.output.id reads 'succeed', which does not run before 'http'"),
         ("$.vertices.spawner.items", "path $.steps.chain.output.list reads 'chain', which does not run before "

@@ -19,7 +19,7 @@ from workflows.dsl import canonical, content_hash, parse
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 DOCUMENTS = FIXTURES / "dsl"
 HASHES: dict[str, str] = json.loads((FIXTURES / "dsl_hashes.json").read_text())
-KINDS = {"TASK", "HTTP", "SPAWNER", "MERGE", "TIMER", "CHOICE", "CHAIN", "SUCCEED", "FAIL"}
+KINDS = {"TASK", "HTTP", "SPAWNER", "MERGE", "TIMER", "WAIT", "CHOICE", "CHAIN", "SUCCEED", "FAIL"}
 
 
 def load(name: str) -> dict:

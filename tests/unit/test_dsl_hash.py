@@ -191,10 +191,12 @@ WORK = {"next": None, "retry": RETRY, "timeoutSeconds": 300}
 MERGE_CONFIG = {"tolerateChildFailures": [], "failureTolerance": {"maxFailureRatio": 1}, "failFast": False}
 DEFAULTS: dict[str, dict[str, Any]] = {
     "TASK": {**WORK, "input": "$.input", "destination": None},
-    "HTTP": {**WORK, "method": "POST", "path": "/", "headers": {}, "body": None},
+    "HTTP": {**WORK, "method": "POST", "path": "/", "headers": {}, "body": None, "waitForCallback": None},
     "SPAWNER": {**WORK, "itemInput": "$.item", "itemsPerChild": 1, "maxConcurrency": None},
     "MERGE": {"next": None, "config": MERGE_CONFIG},
     "TIMER": {"next": None},
+    # WAIT's defaults depend on what it waits for (explicit_defaults); timeoutSeconds is required.
+    "WAIT": {"next": None, "retry": RETRY},
     "CHOICE": {"default": None},
     "CHAIN": {**WORK, "input": "$.input"},
     "SUCCEED": {"output": None},
@@ -230,6 +232,9 @@ def explicit_defaults(doc: dict[str, Any], rnd: random.Random) -> dict[str, Any]
             defaults.update({key: None for key in ("workflow", "version") if key not in vertex})
         if vertex["type"] == "TIMER":
             defaults.update({key: None for key in ("seconds", "until") if key not in vertex})
+        if vertex["type"] == "WAIT":
+            defaults.update({"heartbeatSeconds": None} if vertex["for"] == "callback"
+                            else {"lookbackSeconds": 0, "match": {}})
         vertices[vid] = with_defaults(vertex, defaults, rnd)
     return {**doc, "vertices": vertices}
 

@@ -20,6 +20,7 @@ OWNERS: dict[str, set[str]] = {
                              "executions/core/retention.py"},  # retention marks and position; purge (S19)
     "executions_step": {"executions/core/records.py",  # inserts; status: state.py
                         "executions/core/leases.py",  # lease renewal (the fence)
+                        "executions/core/waits.py",  # a waiting step's heartbeat moves its due time
                         "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_event": {"executions/core/state.py",  # appended with each transition, and notes
                          "executions/core/retention.py"},  # purge of whole finished trees (S19)
@@ -28,6 +29,8 @@ OWNERS: dict[str, set[str]] = {
                           "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_payload": {"executions/core/payloads.py",
                            "executions/core/retention.py"},  # payload retention and purge (S19)
+    "executions_wait": {"executions/core/waits.py"},  # waits for the outside world (S27): register, complete
+    "executions_externalevent": {"executions/core/waits.py"},  # events posted to a workspace, their retention
     "executions_upload": {"executions/services/uploads.py"},
     "executions_uploaditem": {"executions/services/uploads.py"},
     "executions_fanoutitem": {"executions/fanout/spawn.py",  # a spawner's items: exploded at plan, dropped per batch

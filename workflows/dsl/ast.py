@@ -100,22 +100,40 @@ class Task(WorkVertex):
 
 
 @dataclass(frozen=True)
+class CallbackWait:
+    """How long a step waits for its callback (``WAIT`` ``"for": "callback"``, or an HTTP
+    vertex's ``waitForCallback``), and how often the caller must show it is still alive."""
+
+    timeout_seconds: float = 0.0
+    heartbeat_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"timeoutSeconds": self.timeout_seconds, "heartbeatSeconds": self.heartbeat_seconds}
+
+
+@dataclass(frozen=True)
 class Http(WorkVertex):
     destination: str = ""
     method: str = "POST"
     path: str = "/"
     body: Any = None
     headers: tuple[tuple[str, str], ...] = ()
+    wait_for_callback: CallbackWait | None = None
     type: ClassVar[str] = "HTTP"
 
     def _fields(self) -> dict[str, Any]:
-        return {
+        canonical: dict[str, Any] = {
             "destination": self.destination,
             "method": self.method,
             "path": self.path,
             "body": self.body,
             "headers": dict(self.headers),
         }
+        # Added after versions were published: present only when set, so every existing
+        # document keeps its hash (tests/fixtures/dsl_hashes.json).
+        if self.wait_for_callback is not None:
+            canonical["waitForCallback"] = self.wait_for_callback.to_dict()
+        return canonical
 
     @property
     def destination_name(self) -> str | None:
@@ -178,6 +196,31 @@ class Timer(Vertex):
 
 
 @dataclass(frozen=True)
+class Wait(WorkVertex):
+    """WAIT: the step waits — holding no worker — for a callback or an event (S27).
+
+    ``timeout_seconds`` is the wait's bound (required in the DSL); ``match`` pairs a path
+    into the event's data with a path into the execution context."""
+
+    for_: str = "callback"  # callback | event
+    heartbeat_seconds: float | None = None
+    event: str | None = None
+    match: tuple[tuple[str, str], ...] = ()
+    lookback_seconds: float = 0.0
+    type: ClassVar[str] = "WAIT"
+
+    def _fields(self) -> dict[str, Any]:
+        if self.for_ == "callback":
+            return {"for": self.for_, "heartbeatSeconds": self.heartbeat_seconds}
+        return {"for": self.for_, "event": self.event, "match": dict(self.match),
+                "lookbackSeconds": self.lookback_seconds}
+
+    @property
+    def callback(self) -> CallbackWait:
+        return CallbackWait(self.timeout_seconds, self.heartbeat_seconds)
+
+
+@dataclass(frozen=True)
 class ChoiceRule:
     when: dict[str, Any]
     next: str
@@ -229,7 +272,7 @@ class Fail(Vertex):
 
 
 VERTEX_TYPES: dict[str, type[Vertex]] = {
-    cls.type: cls for cls in (Task, Http, Spawner, Merge, Timer, Choice, Chain, Succeed, Fail)
+    cls.type: cls for cls in (Task, Http, Spawner, Merge, Timer, Wait, Choice, Chain, Succeed, Fail)
 }
 
 

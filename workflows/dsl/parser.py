@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from workflows.dsl import ast, conditions
+from workflows.dsl import ast, conditions, waits
 from workflows.dsl.errors import DslError
 from workflows.dsl.paths import (
     PathSyntaxError,
@@ -36,10 +36,11 @@ COMMON = {"type", "next"}
 WORK = COMMON | {"retry", "timeoutSeconds"}
 ALLOWED_FIELDS = {
     "TASK": WORK | {"handler", "input", "destination"},
-    "HTTP": WORK | {"destination", "method", "path", "body", "headers"},
+    "HTTP": WORK | {"destination", "method", "path", "body", "headers", "waitForCallback"},
     "SPAWNER": WORK | {"items", "workflow", "version", "itemInput", "itemsPerChild", "maxConcurrency"},
     "MERGE": COMMON | {"spawner", "config"},
     "TIMER": COMMON | {"seconds", "until"},
+    "WAIT": COMMON | {"retry", "timeoutSeconds", "for", "heartbeatSeconds", "event", "match", "lookbackSeconds"},
     "CHOICE": {"type", "choices", "default"},
     "CHAIN": WORK | {"workflow", "input"},
     "SUCCEED": {"type", "output"},
@@ -106,18 +107,20 @@ class _Reader:
         return bool(obj[key])
 
     # -- paths and templates ----------------------------------------------------------------
-    def path(self, text: str, where: str, vertex_id: str, *, allow_item: bool = False) -> None:
+    def path(self, text: str, where: str, vertex_id: str, *, allow_item: bool = False,
+             allow_callback: bool = False) -> None:
         try:
-            parsed = check_path(text, allow_item=allow_item)
+            parsed = check_path(text, allow_item=allow_item, allow_callback=allow_callback)
         except PathSyntaxError as error:
             self.report(where, f"invalid path {text!r}: {error}")
             return
         if parsed.step_reference():
             self.step_refs.append((where, text, vertex_id))
 
-    def template(self, value: Any, where: str, vertex_id: str, *, allow_item: bool = False) -> Any:
+    def template(self, value: Any, where: str, vertex_id: str, *, allow_item: bool = False,
+                 allow_callback: bool = False) -> Any:
         for suffix, text in template_paths(value):
-            self.path(text, f"{where}{suffix}", vertex_id, allow_item=allow_item)
+            self.path(text, f"{where}{suffix}", vertex_id, allow_item=allow_item, allow_callback=allow_callback)
         return value
 
 
@@ -273,6 +276,16 @@ def _http(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ver
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
         reader.report(f"{where}.headers", "must be an object of header names to string values")
         headers = {}
+    callback = waits.wait_for_callback(reader, raw.get("waitForCallback"), f"{where}.waitForCallback")
+    for name, value in headers.items():
+        # With waitForCallback a header may carry the way back (and nothing else of the context);
+        # without it a header value is literal text, as it always was.
+        if callback is not None and is_path_string(value):
+            if not value.startswith("$.callback."):
+                reader.report(f"{where}.headers{json_key(name)}", "a header value may be a path only to "
+                                                                  "$.callback.url or $.callback.token")
+            else:
+                reader.path(value, f"{where}.headers{json_key(name)}", vid, allow_callback=True)
     return ast.Http(
         id=vid,
         **_work(reader, raw, where),
@@ -280,8 +293,9 @@ def _http(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ver
                                   default="", what="a destination name") or "",
         method=method or "POST",
         path=path,
-        body=reader.template(raw.get("body"), f"{where}.body", vid),
+        body=reader.template(raw.get("body"), f"{where}.body", vid, allow_callback=callback is not None),
         headers=tuple(sorted(headers.items())),
+        wait_for_callback=callback,
     )
 
 
@@ -385,6 +399,11 @@ def _timer(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
     return ast.Timer(id=vid, next=_next(reader, raw, where), seconds=seconds, until=until)
 
 
+def _wait(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Vertex:
+    return waits.wait_vertex(reader, vid, raw, where, {
+        "next": _next(reader, raw, where), "retry": _retry(reader, raw.get("retry"), f"{where}.retry")})
+
+
 def _is_timestamp(value: Any) -> bool:
     if not isinstance(value, str):
         return False
@@ -446,6 +465,7 @@ _BUILDERS: dict[str, Callable[[_Reader, str, dict[str, Any], str], ast.Vertex]] 
     "SPAWNER": _spawner,
     "MERGE": _merge,
     "TIMER": _timer,
+    "WAIT": _wait,
     "CHOICE": _choice,
     "CHAIN": _chain,
     "SUCCEED": _succeed,

@@ -21,6 +21,8 @@ from typing import Any
 
 ROOTS_ALWAYS = ("input", "steps")
 ROOTS_ITEM = ("item", "index", "items", "firstItem")
+ROOTS_CALLBACK = ("callback",)  # an HTTP vertex with waitForCallback: $.callback.url, $.callback.token
+CALLBACK_FIELDS = ("url", "token")
 NUMBER_ROOTS = ("index", "firstItem")
 
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
@@ -76,10 +78,13 @@ def _parse(text: str) -> Path:
     return Path(text, tuple(segments))
 
 
-def check_path(text: str, *, allow_item: bool = False) -> Path:
+def check_path(text: str, *, allow_item: bool = False, allow_callback: bool = False) -> Path:
     """Parse a path and check its root; raises PathSyntaxError with a readable reason."""
     path = parse_path(text)
-    roots = ROOTS_ALWAYS + (ROOTS_ITEM if allow_item else ())
+    roots = ROOTS_ALWAYS + (ROOTS_ITEM if allow_item else ()) + (ROOTS_CALLBACK if allow_callback else ())
+    if path.root == "callback" and allow_callback and (len(path.segments) != 2
+                                                        or path.segments[1] not in CALLBACK_FIELDS):
+        raise PathSyntaxError("the way back is $.callback.url or $.callback.token")
     if path.root not in roots:
         expected = ", ".join(f"$.{root}" for root in roots)
         raise PathSyntaxError(f"a path must start with one of {expected}")

@@ -11,6 +11,7 @@
     manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
     manage.py bench steps --items 4000        (an HTTP child's cost to one drain, phase by phase)
     manage.py bench flow --scenario rate|capacity|outage   (429s, overload and an outage; issue 29)
+    manage.py bench callbacks --items 10000   (children waiting for callbacks, duplicates, one event; issue 32)
 """
 
 from __future__ import annotations
@@ -92,9 +93,15 @@ class Command(BaseCommand):
                           help="outage: the fixed limit's calls during the outage, by a second run without a "
                                "breaker (measured, the default) or as limit x outage / latency (computed)")
         flow.add_argument("--workers", type=int)
+        waiting = sub.add_parser("callbacks", help="N children each waiting for a callback, duplicate callbacks "
+                                                   "for one token, one event for N waiting children (issue 32)")
+        waiting.add_argument("--items", type=int, default=10_000)
+        waiting.add_argument("--workers", type=int, default=2)
+        waiting.add_argument("--duplicates", type=int, default=1_000, help="concurrent copies of one callback")
+        waiting.add_argument("--threads", type=int, default=8, help="concurrent callers")
         steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
         steps.add_argument("--items", type=int, default=4_000)
-        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, steps):
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, steps, waiting):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -166,6 +173,12 @@ class Command(BaseCommand):
             return cluster.run(options["hosts"], options["items"], options["broker"], options["workers"])
         except cluster.ClusterBenchError as error:
             raise CommandError(str(error)) from error
+
+    def _callbacks(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import callbacks
+
+        return callbacks.run(options["items"], options["workers"], duplicate_copies=options["duplicates"],
+                             threads=options["threads"])
 
     def _steps(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import steps

@@ -39,7 +39,8 @@ class ExecutionList(ApiView):
         after = pagination.decode_cursor(params.get("cursor"), pagination.moment, pagination.uuid_)
         rows = selectors.executions.page(
             self.principal.workspace, status=params.get("status"), workflow=params.get("workflow"),
-            parent=params.get("parent"), top_level=params.get("top_level"), after=after, limit=params["limit"])
+            parent=params.get("parent"), top_level=params.get("top_level"), after=after, limit=params["limit"],
+            waiting=params.get("waiting"))
         return pagination.page(request, rows, params["limit"], selectors.executions.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
 

@@ -19,7 +19,7 @@ from types import ModuleType
 
 from executions.core.outcomes import Outcome
 from executions.core.runs import StepRun
-from executions.engine.vertices import chain, choice, fail, http, merge, spawner, succeed, task, timer
+from executions.engine.vertices import chain, choice, fail, http, merge, spawner, succeed, task, timer, wait
 from workflows.dsl import ast
 
 KINDS: dict[str, ModuleType] = {
@@ -28,6 +28,7 @@ KINDS: dict[str, ModuleType] = {
     "SPAWNER": spawner,
     "MERGE": merge,
     "TIMER": timer,
+    "WAIT": wait,
     "CHOICE": choice,
     "CHAIN": chain,
     "SUCCEED": succeed,

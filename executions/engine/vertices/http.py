@@ -3,6 +3,13 @@ runs (claimed atomically with the step, leases.py). Timeouts, transport errors, 
 are retried per the vertex's ``retry``; other 4xx fail at once. The step's stable
 idempotency key goes out as the ``Idempotency-Key`` header.
 
+With ``waitForCallback`` (the pattern of ``.waitForTaskToken``: start the job and hand it the
+way back in one step) the step runs on a thread: it registers its callback wait first, in a
+fenced transaction of its own, so the token exists before it leaves in the request (body and
+headers may use ``$.callback.url`` and ``$.callback.token``); after a 2xx answer it waits for
+the callback instead of succeeding — or, if the callback came back while the call was still
+in flight, finishes with it at once (core/waits.py).
+
 The call itself goes through ``executions.destinations.outbound`` (address checks, no redirects, a byte
 cap and one deadline). The destination's credentials are opened here, at call time, added as
 headers, and redacted from every error text this module produces.
@@ -22,13 +29,14 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from executions.core import calls as call_log
-from executions.core.outcomes import Outcome, failed, succeeded
+from executions.core import waits
+from executions.core.outcomes import Outcome, awaiting, committed, failed, succeeded
 from executions.core.runs import StepRun
 from executions.destinations import credentials, outbound
 from executions.engine.vertices.common import needs_of
 from executions.handlers import NonRetryable
 from workflows.dsl import ast
-from workflows.dsl.paths import render, render_placeholders
+from workflows.dsl.paths import is_path_string, render, render_placeholders
 
 
 def needs(vertex: ast.Http) -> set[str]:
@@ -74,7 +82,9 @@ def prepare(step: StepRun) -> Call:
     secret = _credentials(destination)
     # Every text that leaves this module (step error, event, call log) is redacted.
     hidden = credentials.secrets(secret) if secret else []
-    headers = _headers(dict(vertex.headers), credentials.headers(secret) if secret else {})
+    own = {name: (str(render(value, step.context)) if vertex.wait_for_callback and is_path_string(value) else value)
+           for name, value in vertex.headers}
+    headers = _headers(own, credentials.headers(secret) if secret else {})
     headers["Idempotency-Key"] = step.idempotency_key
     timeout = min(float(destination["timeout_seconds"]), vertex.timeout_seconds)
     return Call(step, vertex.method, url, body, headers, timeout,
@@ -82,6 +92,13 @@ def prepare(step: StepRun) -> Call:
 
 
 def run(step: StepRun) -> Outcome:
+    vertex = cast(ast.Http, step.vertex)
+    if vertex.wait_for_callback is not None:
+        return _call_and_wait(step, vertex.wait_for_callback)
+    return _call(step)
+
+
+def _call(step: StepRun) -> Outcome:
     call = prepare(step)
     try:
         response: outbound.Fetched | BaseException = outbound.fetch(
@@ -94,9 +111,31 @@ def run(step: StepRun) -> Outcome:
     return _deliver(outcome)
 
 
+def _call_and_wait(step: StepRun, spec: ast.CallbackWait) -> Outcome:
+    """waitForCallback: the token first (committed), then the call, then the wait — unless
+    this attempt has waited already (its callback came, or it timed out)."""
+    ended = waits.ended(step.state, step.attempt)
+    if ended is not None:
+        return ended
+    wait = waits.WaitSpec(step.step_id, step.attempt, step.execution.id, step.execution.workspace_id, "callback",
+                          spec.timeout_seconds, spec.heartbeat_seconds)
+    with step.transaction() as tx:
+        registered = waits.register(tx.cursor, [wait])[step.step_id]
+    step.context["callback"] = {"url": waits.callback_url(registered.token), "token": registered.token}
+    outcome = _call(step)
+    if outcome.kind != "succeeded":
+        return outcome  # the token dies with this attempt (a retry issues a new one)
+    with step.transaction() as tx:
+        completion, due_at = waits.completion_of(tx.cursor, step.step_id, step.attempt)
+        tx.finish(waits.outcome_of(completion) if completion is not None
+                  else awaiting(reason="waiting for a callback", due_at=due_at))
+    return committed()
+
+
 def runs_async(step: StepRun) -> bool:
-    """HTTP steps run on the drain's event loop."""
-    return True
+    """HTTP steps run on the drain's event loop; one that waits for a callback writes its wait
+    before and after its call, on a thread."""
+    return cast(ast.Http, step.vertex).wait_for_callback is None
 
 
 async def run_async(step: StepRun) -> Outcome:
