@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('executions', '0021_destination_config_version'),
+        ('executions', '0022_round_durations'),
         ('workflows', '0009_plan_upload_bytes'),
     ]
 
