@@ -38,6 +38,7 @@ from workflows.access import create_token
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ST = Path(sys.executable).with_name("st")
+ROOT = Path(__file__).resolve().parents[2]
 EXCLUDED = {"positive_data_acceptance": ["publish_version", "create_upload"]}
 
 
@@ -104,6 +105,7 @@ def test_a_live_server_meets_its_schema_under_every_check(live_server: Any, work
                "--max-examples", "1", "--seed", "1", "--generation-database", "none",
                "--header", f"Authorization: Token {token}", "--workers", "2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=tmp_path,  # its cache goes there
-                          env={**os.environ, "NO_COLOR": "1"}, check=False)
+                          env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT),
+                               "SCHEMATHESIS_HOOKS": "tests.support.schemathesis_hooks"}, check=False)
     print(done.stdout[-4000:])  # the run summary (shown with -s, and with a failure)
     assert done.returncode == 0, done.stdout[-20000:] + done.stderr[-5000:]
