@@ -273,6 +273,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Publish workflow versions, start executions idempotently, follow fan-outs, retry and cancel. "
     "Authenticate with `Authorization: Token <secret>`; errors are RFC 9457 problems. See docs/api.md.",
     "VERSION": "1.0.0",
+    # 3.1: JSON Schema 2020-12, so nullable types, exclusive bounds and recursive bodies are exact.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -292,6 +294,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "executions.api.schema.add_problem_responses",
+        "executions.api.schema.add_components",
     ],
 }
 

@@ -10,24 +10,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.drainage import set_override
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.api.serializers import StrictSerializer
+from executions.api.serializers import JSON_REF, StrictSerializer
 from executions.destinations import credentials as credential_rules
 from executions.destinations import rules as destinations
 from executions.services import schedules
 
 # --- request bodies --------------------------------------------------------------------------
 
-class _Unchecked(serializers.Field):
-    """A JSON value handed on as received: executions/destinations/rules.py checks it (type and
-    bounds), so the API and the UI refuse the same input with the same message."""
+class _Passed(serializers.Field):
+    """A JSON value handed on as received (``null`` included): a service checks it (type and
+    bounds), so the API and the UI refuse the same input with the same message. ``schema`` is
+    that service's rule as JSON Schema, stated in the API's schema."""
 
-    def __init__(self, rule: str, extra: str = "") -> None:
-        text = destinations.RULES[rule]
-        super().__init__(required=False, allow_null=True, help_text=f"{text[0].upper()}{text[1:]}.{extra}")
+    def __init__(self, schema: dict[str, Any], help_text: str, *, required: bool = False) -> None:
+        super().__init__(required=required, help_text=help_text, error_messages={"required": "required"})
+        set_override(self, "field", schema)
+
+    def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
+        if data is None:  # the service decides whether null means something (none, unlimited)
+            return True, None
+        return super().validate_empty_values(data)
 
     def to_internal_value(self, data: Any) -> Any:
         return data
@@ -36,24 +42,9 @@ class _Unchecked(serializers.Field):
         return value
 
 
-@extend_schema_field(OpenApiTypes.STR)
-class _UncheckedText(_Unchecked):
-    pass
-
-
-@extend_schema_field(OpenApiTypes.NUMBER)
-class _UncheckedNumber(_Unchecked):
-    pass
-
-
-@extend_schema_field(OpenApiTypes.INT)
-class _UncheckedInteger(_Unchecked):
-    pass
-
-
-@extend_schema_field(OpenApiTypes.OBJECT)
-class _UncheckedObject(_Unchecked):
-    pass
+def _destination(rule: str, extra: str = "", *, required: bool = False) -> _Passed:
+    text = destinations.RULES[rule]
+    return _Passed(destinations.SCHEMAS[rule], f"{text[0].upper()}{text[1:]}.{extra}", required=required)
 
 
 class CredentialsSummary(serializers.Serializer):
@@ -63,71 +54,58 @@ class CredentialsSummary(serializers.Serializer):
     error = serializers.CharField(required=False, help_text="Why stored credentials cannot be used: set them again.")
 
 
-class DestinationFields(StrictSerializer):
-    name = _UncheckedText("name", " Required on create; on update only the current name.")
-    base_url = _UncheckedText("base_url", " Required on create. HTTP vertex paths are appended to it.")
-    timeout_seconds = _UncheckedNumber("timeout_seconds", " Default 10.")
-    concurrency_limit = _UncheckedInteger("concurrency_limit", " Calls in flight at once across all workers.")
-    rate_per_second = _UncheckedNumber("rate_per_second")
-    max_response_bytes = _UncheckedInteger("max_response_bytes", " A bigger response fails the call.")
-    credentials = _UncheckedObject("credentials", " Stored encrypted; never returned.")
+class CreateDestination(StrictSerializer):
+    name = _destination("name", " Cannot be changed: workflows refer to a destination by name.", required=True)
+    base_url = _destination("base_url", " HTTP vertex paths are appended to it.", required=True)
+    timeout_seconds = _destination("timeout_seconds", " Default 10.")
+    concurrency_limit = _destination("concurrency_limit", " Calls in flight at once across all workers; null: "
+                                                          "unlimited (the default).")
+    rate_per_second = _destination("rate_per_second", " Null: no rate limit (the default).")
+    max_response_bytes = _destination("max_response_bytes", " A bigger response fails the call.")
+    credentials = _destination("credentials", " Stored encrypted; never returned.")
 
 
-class CreateDestination(DestinationFields):
-    pass
+class UpdateDestination(StrictSerializer):
+    """Every field optional; the name cannot be changed (it is the URL's)."""
+
+    fixed = {"name": "cannot be changed: workflows refer to a destination by name (leave it out)"}
+
+    base_url = _destination("base_url", " HTTP vertex paths are appended to it.")
+    timeout_seconds = _destination("timeout_seconds")
+    concurrency_limit = _destination("concurrency_limit", " Null: unlimited.")
+    rate_per_second = _destination("rate_per_second", " Null: no rate limit.")
+    max_response_bytes = _destination("max_response_bytes", " A bigger response fails the call.")
+    credentials = _destination("credentials", " Stored encrypted; never returned. Null removes them.")
 
 
-class UpdateDestination(DestinationFields):
-    """Every field optional. ``name`` is accepted only unchanged: workflows refer to a
-    destination by name, so renaming one would silently break them."""
+def _schedule(rule: str, extra: str = "", *, required: bool = False) -> _Passed:
+    text = schedules.RULES[rule]
+    schema = JSON_REF if rule == "input" else \
+        {"type": "string", "pattern": schedules.time_zone_pattern()} if rule == "timezone" else schedules.SCHEMAS[rule]
+    return _Passed(schema, f"{text[0].upper()}{text[1:]}.{extra}", required=required)
 
 
-class _ScheduleField(serializers.Field):
-    """A JSON value handed on as received: executions/services/schedules.py checks it, so the API and
-    the admin refuse the same input with the same message."""
-
-    def __init__(self, rule: str, extra: str = "", **kwargs: Any) -> None:
-        text = schedules.RULES[rule]
-        super().__init__(required=False, help_text=f"{text[0].upper()}{text[1:]}.{extra}", **kwargs)
-
-    def to_internal_value(self, data: Any) -> Any:
-        return data
-
-    def to_representation(self, value: Any) -> Any:
-        return value
+class CreateSchedule(StrictSerializer):
+    name = _schedule("name", " Cannot be changed.", required=True)
+    workflow = _schedule("workflow", " Cannot be changed; an unknown key is a 404.", required=True)
+    cron = _schedule("cron", required=True)
+    timezone = _schedule("timezone", " Default UTC.")
+    input = _schedule("input", " Default {}.")
+    catch_up = _schedule("catch_up", " Default false.")
+    enabled = _schedule("enabled", " Default true.")
 
 
-@extend_schema_field(OpenApiTypes.STR)
-class _ScheduleText(_ScheduleField):
-    pass
+class UpdateSchedule(StrictSerializer):
+    """Every field optional; the name and the workflow cannot be changed."""
 
+    fixed = {"name": "cannot be changed (leave it out; create another schedule)",
+             "workflow": "cannot be changed (leave it out; create another schedule)"}
 
-@extend_schema_field(OpenApiTypes.BOOL)
-class _ScheduleFlag(_ScheduleField):
-    pass
-
-
-@extend_schema_field(OpenApiTypes.ANY)
-class _ScheduleInput(_ScheduleField):
-    pass
-
-
-class ScheduleFields(StrictSerializer):
-    name = _ScheduleText("name", " Required on create; on update only the current name.")
-    workflow = _ScheduleText("workflow", " Required on create; cannot be changed.")
-    cron = _ScheduleText("cron", " Required on create.")
-    timezone = _ScheduleText("timezone", " Default UTC.")
-    input = _ScheduleInput("input", " Default {}.", allow_null=True)
-    catch_up = _ScheduleFlag("catch_up", " Default false.")
-    enabled = _ScheduleFlag("enabled", " Default true.")
-
-
-class CreateSchedule(ScheduleFields):
-    pass
-
-
-class UpdateSchedule(ScheduleFields):
-    """Every field optional; ``name`` and ``workflow`` only unchanged."""
+    cron = _schedule("cron")
+    timezone = _schedule("timezone")
+    input = _schedule("input")
+    catch_up = _schedule("catch_up")
+    enabled = _schedule("enabled")
 
 
 # --- representations -------------------------------------------------------------------------

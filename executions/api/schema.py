@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
 from executions.api.errors import PROBLEM_MEDIA_TYPE
-from executions.api.serializers import ProblemSerializer
+from executions.api.serializers import JSON_REF, ProblemSerializer
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
@@ -45,6 +45,17 @@ def page_of(item: type[serializers.Serializer], name: str) -> serializers.Serial
     })
 
 
+class StrictBody(OpenApiSerializerExtension):
+    """A strict request body (``StrictSerializer``) refuses unknown fields: the schema says so."""
+
+    target_class = "executions.api.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, **self.target.schema_extra, "additionalProperties": False}
+
+
 class TokenScheme(OpenApiAuthenticationExtension):
     target_class = "executions.api.auth.TokenAuthentication"
     name = "tokenAuth"
@@ -61,6 +72,47 @@ class SessionScheme(OpenApiAuthenticationExtension):
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "apiKey", "in": "cookie", "name": "sessionid",
                 "description": "The operator UI's own session (CSRF token required on writes)."}
+
+
+# No NUL. An unpaired surrogate is refused too, but a pattern cannot say so usefully: it is not a
+# Unicode scalar value, so fuzzers never generate one and cannot read a pattern that names it.
+_STORABLE_TEXT = {"type": "string", "pattern": "^[^\\x00]*$"}
+JSON_COMPONENT = {
+    "description": "Any JSON value the API can store: no NUL character (\\u0000) or unpaired surrogate in a "
+                   "string or key, nested at most 100 levels deep.",
+    "anyOf": [_STORABLE_TEXT, {"type": ["number", "boolean", "null"]},
+              {"type": "array", "items": JSON_REF},
+              {"type": "object", "propertyNames": _STORABLE_TEXT, "additionalProperties": JSON_REF}],
+}
+
+
+# Operations whose body drf-spectacular cannot know is required (it is a schema of our own).
+REQUIRED_BODIES = ("create_upload", "publish_version", "start_execution")
+
+
+def add_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: the components fields refer to by hand (``Json``),
+    and ``required`` on the bodies of ``REQUIRED_BODIES``."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Json"] = JSON_COMPONENT
+    _drop_any_or_null(result)
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if isinstance(operation, dict) and operation.get("operationId") in REQUIRED_BODIES:
+                operation["requestBody"]["required"] = True
+    return result
+
+
+def _drop_any_or_null(node: Any) -> None:
+    """``oneOf: [{}, {type: null}]`` (drf-spectacular's nullable "any JSON") → any JSON: null
+    matches both branches, so under OpenAPI 3.1 no value would be valid."""
+    if isinstance(node, dict):
+        if node.get("oneOf") == [{}, {"type": "null"}]:
+            del node["oneOf"]
+        for value in node.values():
+            _drop_any_or_null(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_any_or_null(value)
 
 
 def add_problem_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

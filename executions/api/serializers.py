@@ -16,17 +16,24 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from executions import selectors
+from executions.api import pagination
 from executions.models import ExecutionStatus, StepStatus
 from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
 # --- strict request fields -------------------------------------------------------------------
 
 class StrictSerializer(serializers.Serializer):
+    # Refuses unknown fields (the schema says ``additionalProperties: false``); ``fixed`` names
+    # fields of the resource a body may not carry, with the reason. (A comment, not a
+    # docstring: the schema would show it as every request body's description.)
+    fixed: Mapping[str, str] = {}
+    schema_extra: Mapping[str, Any] = {}  # what the fields' own schemas cannot say (schema.StrictBody)
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+                raise serializers.ValidationError({name: [self.fixed.get(name, "unknown field")] for name in unknown})
         return super().to_internal_value(data)
 
 
@@ -65,14 +72,28 @@ def vertex_field(**kwargs: Any) -> StrictRegexField:
                                                        "'_' or '-' (64 at most)"}, **kwargs)
 
 
+# Any JSON value the API can store (executions/core/storable.py): no NUL character or lone
+# surrogate in a string or key. The component is added by schema.add_components; nesting is
+# limited to 100 levels too, which the schema does not state.
+JSON_REF = {"$ref": "#/components/schemas/Json"}
+
+
+@extend_schema_field(JSON_REF)
+class StorableJSONField(serializers.JSONField):
+    pass
+
+
 # --- request bodies --------------------------------------------------------------------------
 
 class StartExecution(StrictSerializer):
+    schema_extra = {"anyOf": [{"required": ["workflow"]},
+                              {"required": ["version"], "properties": {"version": {"type": "string"}}}]}
+
     workflow = workflow_key_field(required=False, help_text="Workflow key; its current version runs.")
     version = version_hash_field(required=False, allow_null=True,
                                  help_text="A version hash to pin (of `workflow`, if given).")
-    input = serializers.JSONField(required=False, default=dict, allow_null=True,
-                                  help_text="The execution input (any JSON; `{}` if omitted).")
+    input = StorableJSONField(required=False, default=dict, allow_null=True,
+                              help_text="The execution input (any JSON; `{}` if omitted).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("workflow") and not attrs.get("version"):
@@ -81,9 +102,9 @@ class StartExecution(StrictSerializer):
 
 
 class RetryExecution(StrictSerializer):
-    input = serializers.JSONField(required=False, allow_null=True,
-                                  help_text="Replace the execution's input before retrying (any JSON). The edit "
-                                            "is noted in its events and the audit log.")
+    input = StorableJSONField(required=False, allow_null=True,
+                              help_text="Replace the execution's input before retrying (any JSON). The edit is "
+                                        "noted in its events and the audit log.")
 
 
 class UploadSerializer(serializers.Serializer):
@@ -99,13 +120,32 @@ class RetryFailedChildren(StrictSerializer):
 
 # --- query parameters (read from ``request.query_params.dict()``) -----------------------------
 
+def cursor_field(cursor: pagination.Cursor) -> StrictRegexField:
+    return StrictRegexField(re.compile(cursor.pattern), required=False,
+                            error_messages={"invalid": "not a position in this list; use the 'next' link of the "
+                                                       "previous page"},
+                            help_text=f"{cursor.description} Take it from `next`: any string of this pattern "
+                                      "is a position (an empty page past the end), but its form may change.")
+
+
 class PageQuery(serializers.Serializer):
-    cursor = serializers.CharField(required=False, help_text="The `next` link's cursor (opaque).")
+    """A list ordered by name (or key)."""
+
+    cursor = cursor_field(pagination.NAME)
     limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000,
                                      help_text="Page size (default 100, at most 1000).")
 
 
+class EventsQuery(PageQuery):
+    cursor = cursor_field(pagination.EVENT)
+
+
+class MergeOutputQuery(PageQuery):
+    cursor = cursor_field(pagination.INDEX)
+
+
 class ExecutionListQuery(PageQuery):
+    cursor = cursor_field(pagination.EXECUTION)
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
     workflow = StrictRegexField(WORKFLOW_KEY, max_length=128, required=False, help_text="Workflow key.")
     # DRF's metaclass moves declared fields off the class, so `parent` does not clash with
@@ -129,6 +169,7 @@ class RetryFailedQuery(StrictSerializer):
 
 
 class ChildrenQuery(PageQuery):
+    cursor = cursor_field(pagination.CHILD)
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
     spawner = StrictRegexField(VERTEX_ID, max_length=64, required=False,
                                help_text="Only children of this SPAWNER vertex.")

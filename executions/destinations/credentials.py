@@ -41,6 +41,33 @@ _HEADER_VALUE = re.compile(r"[!-~](?:[ -~]*[!-~])?")  # printable ASCII, no edge
 REDACTED = "[redacted]"
 
 
+def _text_schema(pattern: str) -> dict[str, Any]:
+    return {"type": "string", "maxLength": MAX_SECRET, "pattern": f"^{pattern}$"}
+
+
+def _not_reserved() -> str:
+    """A header name that is none of RESERVED_HEADERS, in any case (JSON Schema patterns have no flags)."""
+    spelled = ("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name) for name in sorted(RESERVED_HEADERS))
+    return f"^(?!(?:{'|'.join(spelled)})$){_TOKEN.pattern}$"
+
+
+def _one(kind: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {kind: value}, "required": [kind], "additionalProperties": False}
+
+
+# What ``checked`` accepts, as JSON Schema (the API's schema of ``credentials``).
+SCHEMA: dict[str, Any] = {"oneOf": [
+    _one("bearer", _text_schema(_VISIBLE.pattern)),
+    _one("basic", {"type": "object", "required": ["username", "password"], "additionalProperties": False,
+                   "properties": {"username": _text_schema("(?!.*:)" + _HEADER_VALUE.pattern),
+                                  "password": _text_schema(_HEADER_VALUE.pattern)}}),
+    _one("headers", {"type": "object", "minProperties": 1, "maxProperties": MAX_HEADERS,
+                     "propertyNames": {"pattern": _not_reserved()},
+                     "additionalProperties": _text_schema(_HEADER_VALUE.pattern)}),
+    {"type": "null"},
+]}
+
+
 class CredentialsError(ValueError):
     pass
 

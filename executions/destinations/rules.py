@@ -59,6 +59,23 @@ RULES = {
     "credentials": credential_rules.RULE,
 }
 
+# The same rules as JSON Schema (the API's schema states them). A base URL's host here is a name
+# whose last label begins with a letter; an IP literal is accepted too where the outbound policy
+# allows it (SB_OUTBOUND_ALLOW), which a schema cannot know.
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_HOST = r"(?:[A-Za-z0-9-]+\.)*[A-Za-z][A-Za-z0-9-]*"
+_PATH = r'/[!"$->@-~]*'  # printable ASCII but space, '?' and '#'
+BASE_URL_PATTERN = rf"^https?://{_HOST}(?::{_PORT})?(?:{_PATH})?$"
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "name": {"type": "string", "pattern": f"^{DESTINATION_NAME.pattern}$"},
+    "base_url": {"type": "string", "maxLength": MAX_URL, "pattern": BASE_URL_PATTERN},
+    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+    "concurrency_limit": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_LIMIT},
+    "rate_per_second": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_RATE},
+    "max_response_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_RESPONSE_BYTES},
+    "credentials": credential_rules.SCHEMA,
+}
+
 
 def _must(field: str) -> Bad:
     return Bad(f"must be {RULES[field]}")

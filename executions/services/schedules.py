@@ -31,6 +31,7 @@ without its actor) is skipped too; ``last_error`` says why, and the next fire ti
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import zoneinfo
@@ -44,11 +45,11 @@ from django.db.models import JSONField, Value
 
 from executions.core import payloads, starts
 from executions.models import Schedule
-from executions.services import uploads
+from executions.services import cron, uploads
 from workflows import fields as field_rules
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME, WORKFLOW_KEY
-from workflows.errors import Conflict, Invalid, ServiceError
+from workflows.errors import Conflict, Invalid, NotFound, ServiceError
 from workflows.fields import Bad
 from workflows.models import SystemActor, WorkflowDefinition, Workspace
 
@@ -67,15 +68,40 @@ EDITABLE = ("cron", "timezone", "input", "catch_up", "enabled")
 RULES = {
     "name": "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
     "workflow": "the key of a workflow in this workspace",
-    "cron": "a cron expression: five fields (minute hour day-of-month month day-of-week) or an alias "
-            "such as @hourly, @daily, @weekly, @monthly",
+    "cron": "a cron expression: five fields (minute hour day-of-month month day-of-week), each '*', a value, "
+            "a range low-high (low below high) or a list of them, each optionally with /step, months and days "
+            "also by name; or an alias such as @hourly, @daily, @weekly, @monthly",
     "timezone": "an IANA time zone name such as UTC or Europe/Berlin",
     "input": f"any JSON value of at most {MAX_INPUT_BYTES:,} bytes; each execution starts with it",
     "catch_up": "true or false: after downtime, run each missed fire time once (at most "
                 f"{CATCH_UP_LIMIT}, the most recent), or skip them",
     "enabled": "true or false; false pauses the schedule",
 }
-ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+ALIASES = cron.ALIASES
+# The same rules as JSON Schema, for the API's schema (``input``: any storable JSON, the API's own).
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "name": {"type": "string", "pattern": f"^{NAME.pattern}$"},
+    "workflow": {"type": "string", "pattern": f"^{WORKFLOW_KEY.pattern}$"},
+    "cron": {"type": "string", "maxLength": MAX_CRON, "pattern": cron.PATTERN},
+    "catch_up": {"type": "boolean"},
+    "enabled": {"type": "boolean"},
+}
+
+
+@functools.cache
+def time_zone_pattern() -> str:
+    """The time zone names this host's zone database knows, but the host's own setting, as one
+    pattern grouped by area (``^(?:Africa/(?:Abidjan|…)|…|UTC|…)$``): a schema's ``enum`` of
+    600 names would do, but fuzzers try every member of an enum."""
+    areas: dict[str, list[str]] = {}
+    for name in sorted(zoneinfo.available_timezones() - HOST_ZONES):
+        area, _, rest = name.partition("/")
+        areas.setdefault(area if rest else "", []).append(rest or name)
+    def plain(name: str) -> str:  # names hold letters, digits, '_', '-', '+' and '/'; only '+' is special
+        return name.replace("+", r"\+")
+    groups = [f"{plain(area)}/(?:{'|'.join(map(plain, names))})" if area else "|".join(map(plain, names))
+              for area, names in areas.items()]
+    return f"^(?:{'|'.join(groups)})$"
 
 
 def _must(field: str) -> Bad:
@@ -105,7 +131,10 @@ def _cron(value: Any) -> str:
                    f"{len(text.split())}; or be one of {', '.join(ALIASES)}")
     backwards = _backward_range(text)
     if backwards:
-        raise Bad(f"has a range that runs backwards: {backwards} (write it low-high, or as a list)")
+        raise Bad(f"has a range that {backwards} (write it low-high, or as a list)")
+    if not cron.GRAMMAR.fullmatch(value):
+        unreadable = cron.unreadable_field(text.split(" "))
+        raise Bad(f"is not a valid cron expression: {unreadable}" if unreadable else f"must be {RULES['cron']}")
     try:
         croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
     except (ValueError, KeyError, OverflowError) as error:  # croniter's errors are ValueErrors
@@ -113,23 +142,22 @@ def _cron(value: Any) -> str:
     return text
 
 
-CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-CRON_NAMES = {name: number for number, name in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)} | {
-    name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
-
-
 def _backward_range(text: str) -> str:
-    """The first range ``a-b`` with ``a > b`` (croniter reads ``1-0`` as something else
-    than the author meant), as ``field a-b``; empty if none."""
-    for field, part in zip(CRON_FIELDS, text.split(" "), strict=True):
+    """How the first range ``a-b`` with ``a >= b`` goes wrong (croniter reads ``1-0`` as
+    something else than the author meant, and ``5-5`` as every value), with its field; empty
+    if none."""
+    for field, part in zip(cron.FIELDS, text.split(" "), strict=True):
         for item in part.split(","):
             low, dash, high = item.split("/", 1)[0].partition("-")
             if not dash:
                 continue
-            bounds = [int(v) if v.isdigit() else CRON_NAMES.get(v.lower()) for v in (low, high)]
-            if None not in bounds and bounds[0] > bounds[1]:  # type: ignore[operator]  # both ints here
-                return f"{field} {item}"
+            bounds = [int(v) if v.isdigit() else cron.NAMES.get(v.lower()) for v in (low, high)]
+            if None in bounds:
+                continue
+            if bounds[0] > bounds[1]:  # type: ignore[operator]  # both ints here
+                return f"runs backwards: {field} {item}"
+            if bounds[0] == bounds[1]:
+                return f"holds one value: {field} {item} (write {low})"
     return ""
 
 
@@ -227,7 +255,7 @@ def db_now() -> datetime:
 def _definition(workspace: Workspace, key: str) -> WorkflowDefinition:
     found = WorkflowDefinition.objects.filter(workspace=workspace, key=key).first()
     if found is None:
-        raise Invalid(f"workflow: no workflow '{key}' in this workspace",
+        raise NotFound(f"workflow: no workflow '{key}' in this workspace",
                       errors=[{"field": "workflow", "message": f"no workflow '{key}' in this workspace"}])
     return found
 
@@ -301,7 +329,8 @@ def update_schedule(schedule: Schedule, *, system_actor: sudo.VerifiedActor | No
             current.next_run_at = next_after(current.cron, current.timezone, now or db_now())
         current.system_actor = actor
         current.updated_at = db_now()
-        current.save()
+        # Only what changed: an input read back as JSON null is None, which would be saved as SQL NULL.
+        current.save(update_fields=[*clean, "next_run_at", "system_actor", "updated_at"])
     current.refresh_from_db(fields=["input"])
     return current
 

@@ -61,8 +61,7 @@ def test_patch_changes_limits(workspace: Any) -> None:
     changed = ok(client.patch("/api/v1/destinations/ledger", {"concurrency_limit": 1, "timeout_seconds": 3.5},
                               format="json"))
     assert changed["concurrency_limit"] == 1 and changed["timeout_seconds"] == 3.5
-    unlimited = ok(client.patch("/api/v1/destinations/ledger", {"concurrency_limit": None, "name": "ledger"},
-                                format="json"))
+    unlimited = ok(client.patch("/api/v1/destinations/ledger", {"concurrency_limit": None}, format="json"))
     assert unlimited["concurrency_limit"] is None
     moved = ok(client.patch("/api/v1/destinations/ledger", {"base_url": "https://ledger-2.example"}, format="json"))
     assert moved["base_url"] == "https://ledger-2.example"
@@ -72,8 +71,10 @@ def test_patch_changes_limits(workspace: Any) -> None:
 def test_patch_refuses_renames_and_bad_values(workspace: Any) -> None:
     client = api(workspace, "operator")
     ok(client.post("/api/v1/destinations", LEDGER, format="json"), 201)
-    rename = problem(client.patch("/api/v1/destinations/ledger", {"name": "other"}, format="json"), 400)
-    assert rename["errors"] == [{"field": "name", "message": "must equal the current name"}]
+    for name in ("other", "ledger"):  # the name is the URL's: not in the body, even unchanged
+        rename = problem(client.patch("/api/v1/destinations/ledger", {"name": name}, format="json"), 400)
+        assert rename["errors"] == [{"field": "name", "message": "cannot be changed: workflows refer to a "
+                                                                 "destination by name (leave it out)"}]
     bad = problem(client.patch("/api/v1/destinations/ledger", {"timeout_seconds": -1, "base_url": 5},
                                format="json"), 400)
     assert {error["field"] for error in bad["errors"]} == {"timeout_seconds", "base_url"}

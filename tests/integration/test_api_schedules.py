@@ -69,7 +69,6 @@ def test_a_fired_schedule_shows_its_last_run(workspace: Any, hello: None) -> Non
     ({**NIGHTLY, "cron": "0 25 * * *"}, {"cron"}),
     ({**NIGHTLY, "cron": "not a cron"}, {"cron"}),
     ({**NIGHTLY, "timezone": "Europe/Atlantis"}, {"timezone"}),
-    ({**NIGHTLY, "workflow": "nope"}, {"workflow"}),
     ({**NIGHTLY, "workflow": "bad key!"}, {"workflow"}),
     ({**NIGHTLY, "name": "a b"}, {"name"}),
     ({**NIGHTLY, "catch_up": 1}, {"catch_up"}),
@@ -93,6 +92,7 @@ def test_patch_refuses_renames_other_workflows_and_bad_values(workspace: Any, he
     client = api(workspace, "author")
     ok(client.post("/api/v1/schedules", NIGHTLY, format="json"), 201)
     for body, field in (({"name": "other"}, "name"), ({"workflow": "other"}, "workflow"),
+                        ({"name": "nightly"}, "name"), ({"workflow": "hello"}, "workflow"),
                         ({"cron": "* *"}, "cron"), ({"timezone": "Nowhere"}, "timezone")):
         result = problem(client.patch("/api/v1/schedules/nightly", body, format="json"), 400)
         assert [error["field"] for error in result["errors"]] == [field]
@@ -133,7 +133,7 @@ def test_another_workspaces_schedules_are_invisible(workspace: Any, other_worksp
     ok(mine.post("/api/v1/schedules", NIGHTLY, format="json"), 201)
     helpers.publish(other_workspace, "theirs", helpers.NOOP)
     result = problem(mine.post("/api/v1/schedules", {**NIGHTLY, "name": "x", "workflow": "theirs"}, format="json"),
-                     400)
+                     404)
     assert result["errors"][0]["field"] == "workflow"
 
 

@@ -15,7 +15,7 @@ from tests.support import helpers
 from tests.support.claims import make_actor, publish_system
 from tests.support.threads import race
 from workflows import actors
-from workflows.errors import Conflict, Invalid
+from workflows.errors import Conflict, Invalid, NotFound
 from workflows.management.commands.sb_actor import actor_admin
 from workflows.sudo import ReservedKeyDenied, VerifiedActor
 
@@ -132,7 +132,6 @@ def test_the_input_reaches_the_execution(workspace: Any) -> None:
     ({"timezone": "Mars/Olympus"}, "timezone"),
     ({"timezone": "../../etc/passwd"}, "timezone"),
     ({"name": "bad name"}, "name"),
-    ({"workflow": "missing"}, "workflow"),
     ({"catch_up": "yes"}, "catch_up"),
     ({"colour": "blue"}, "colour"),
 ])
@@ -141,6 +140,13 @@ def test_bad_fields_are_refused_by_name(workspace: Any, fields: dict[str, Any], 
     with pytest.raises(Invalid) as refused:
         schedules.create_schedule(workspace, **{"name": "s", "workflow": "hello", "cron": "* * * * *", **fields})
     assert [error["field"] for error in refused.value.errors] == [field]
+    assert not Schedule.objects.exists()
+
+
+def test_an_unknown_workflow_is_not_found_by_name(workspace: Any) -> None:
+    with pytest.raises(NotFound) as refused:
+        schedules.create_schedule(workspace, name="s", workflow="missing", cron="* * * * *")
+    assert [error["field"] for error in refused.value.errors] == ["workflow"]
     assert not Schedule.objects.exists()
 
 

@@ -14,7 +14,6 @@ from executions import selectors
 from executions.api import pagination
 from executions.api import resource_serializers as r
 from executions.api import serializers as s
-from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, query, writes
 from executions.destinations import rules as destinations
@@ -28,10 +27,10 @@ class DestinationList(ApiView):
                    responses={200: page_of(r.DestinationSerializer, "Destination")})
     def get(self, request: Request) -> Response:
         params = query(s.PageQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.text)
+        after = pagination.NAME.after(params.get("cursor"))
         rows = selectors.destinations.page(self.principal.workspace, after=after[0] if after else None,
                                            limit=params["limit"])
-        return pagination.page(request, rows, params["limit"], lambda row: [row.name],
+        return pagination.page(request, rows, params["limit"], pagination.NAME, lambda row: [row.name],
                                lambda rows: r.DestinationSerializer(rows, many=True).data)
 
 
@@ -68,9 +67,6 @@ class UpdateDestination(ApiView):
     @writes("destination.update", Role.OPERATOR, "edit destinations", target="{name}")
     def patch(self, request: Request, name: str) -> Response:
         data = body(r.UpdateDestination, request)
-        if data.pop("name", name) != name:
-            raise BadRequest("destinations cannot be renamed: workflows refer to them by name",
-                             errors=[{"field": "name", "message": "must equal the current name"}])
         principal = self.principal
         detail: dict[str, Any] = {}
         with acting(principal, "destination.update", Role.OPERATOR, target=name, what="edit destinations",

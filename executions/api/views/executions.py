@@ -36,12 +36,12 @@ class ExecutionList(ApiView):
                    description="Newest first.", responses={200: page_of(s.ExecutionSerializer, "Execution")})
     def get(self, request: Request) -> Response:
         params = query(s.ExecutionListQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.moment, pagination.uuid_)
+        after = pagination.EXECUTION.after(params.get("cursor"))
         rows = selectors.executions.page(
             self.principal.workspace, status=params.get("status"), workflow=params.get("workflow"),
             parent=params.get("parent"), top_level=params.get("top_level"), after=after, limit=params["limit"],
             waiting=params.get("waiting"))
-        return pagination.page(request, rows, params["limit"], selectors.executions.page_key,
+        return pagination.page(request, rows, params["limit"], pagination.EXECUTION, selectors.executions.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
 
 
@@ -119,7 +119,7 @@ class ExecutionOutput(_PayloadStream):
 
 
 class MergeOutput(ApiView):
-    @extend_schema(operation_id="get_merge_output", tags=TAG, parameters=[s.PageQuery],
+    @extend_schema(operation_id="get_merge_output", tags=TAG, parameters=[s.MergeOutputQuery],
                    description="A MERGE's output in pages: each child's output in item order (null unless "
                                "it succeeded), with the counts. Works for any fan-out size; a MERGE over more "
                                "than SB_MERGE_INLINE_ITEMS children stores only its counts, and this is where "
@@ -127,12 +127,12 @@ class MergeOutput(ApiView):
                    responses={200: s.MergeOutputPage,
                               **problems(s404="No such execution, or the vertex is not a MERGE of its workflow.")})
     def get(self, request: Request, id: uuid.UUID, vertex: str) -> Response:
-        params = query(s.PageQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.int32)
+        params = query(s.MergeOutputQuery, request)
+        after = pagination.INDEX.after(params.get("cursor"))
         execution = selectors.executions.get(self.principal.workspace, id)
         found = selectors.payloads.merge_page(execution, vertex, after=after[0] if after else -1,
                                               limit=params["limit"] + 1)
-        response = pagination.page(request, found.items, params["limit"], lambda item: [item.index],
+        response = pagination.page(request, found.items, params["limit"], pagination.INDEX, lambda item: [item.index],
                                    lambda rows: s.MergeItemSerializer(rows, many=True).data)
         response.data = {"vertex": found.vertex, "spawner": found.spawner, "total": found.total,
                          "counts": found.counts, **response.data}
@@ -145,11 +145,11 @@ class ExecutionChildren(ApiView):
                    responses={200: page_of(s.ExecutionSerializer, "Child")})
     def get(self, request: Request, id: uuid.UUID) -> Response:
         params = query(s.ChildrenQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.text, pagination.int32)
+        after = pagination.CHILD.after(params.get("cursor"))
         parent = selectors.executions.get(self.principal.workspace, id)
         rows = selectors.children.page(parent, status=params.get("status"), spawner=params.get("spawner"),
                                        after=after, limit=params["limit"])
-        return pagination.page(request, rows, params["limit"], selectors.children.page_key,
+        return pagination.page(request, rows, params["limit"], pagination.CHILD, selectors.children.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
 
 
@@ -205,13 +205,13 @@ class ExecutionChildrenCsv(_ChildrenExport):
 
 
 class ExecutionEvents(ApiView):
-    @extend_schema(operation_id="list_events", tags=TAG, parameters=[s.PageQuery],
+    @extend_schema(operation_id="list_events", tags=TAG, parameters=[s.EventsQuery],
                    description="Every status transition of the execution and its steps, oldest first.",
                    responses={200: page_of(s.EventSerializer, "Event")})
     def get(self, request: Request, id: uuid.UUID) -> Response:
-        params = query(s.PageQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.int64)
+        params = query(s.EventsQuery, request)
+        after = pagination.EVENT.after(params.get("cursor"))
         execution = selectors.executions.get(self.principal.workspace, id)
         rows = selectors.steps.events(execution, after=after[0] if after else 0, limit=params["limit"] + 1)
-        return pagination.page(request, rows, params["limit"], lambda row: [row.id],
+        return pagination.page(request, rows, params["limit"], pagination.EVENT, lambda row: [row.id],
                                lambda rows: s.EventSerializer(rows, many=True).data)

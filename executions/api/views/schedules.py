@@ -13,7 +13,6 @@ from executions import selectors
 from executions.api import pagination
 from executions.api import resource_serializers as r
 from executions.api import serializers as s
-from executions.api.errors import BadRequest
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, query, writes
 from executions.services import schedules
@@ -28,10 +27,10 @@ class ScheduleList(ApiView):
                    responses={200: page_of(r.ScheduleSerializer, "Schedule")})
     def get(self, request: Request) -> Response:
         params = query(s.PageQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.text)
+        after = pagination.NAME.after(params.get("cursor"))
         rows = selectors.schedules.page(self.principal.workspace, after=after[0] if after else None,
                                         limit=params["limit"])
-        return pagination.page(request, rows, params["limit"], lambda row: [row.name],
+        return pagination.page(request, rows, params["limit"], pagination.NAME, lambda row: [row.name],
                                lambda rows: r.ScheduleSerializer(rows, many=True).data)
 
 
@@ -41,7 +40,8 @@ class CreateSchedule(ApiView):
                                "`cron` in `timezone`. Each fire time starts at most one execution (idempotency "
                                "key `schedule:<name>:<fire time, ISO UTC>`). Needs the author role.",
                    responses={201: r.ScheduleSerializer,
-                              **problems(s409="A schedule with this name already exists.")})
+                              **problems(s404="No workflow with this key in this workspace.",
+                                         s409="A schedule with this name already exists.")})
     @writes("schedule.create", Role.AUTHOR, "create schedules")
     def post(self, request: Request) -> Response:
         data = body(r.CreateSchedule, request)
@@ -72,10 +72,6 @@ class UpdateSchedule(ApiView):
         principal = self.principal
         with acting(principal, "schedule.update", Role.AUTHOR, target=name, what="change schedules"):
             schedule = selectors.schedules.named(principal.workspace, name)
-            for field, current in (("name", name), ("workflow", schedule.workflow.key)):
-                if data.pop(field, current) != current:
-                    raise BadRequest(f"a schedule's {field} cannot be changed; create another schedule",
-                                     errors=[{"field": field, "message": "must equal the current value"}])
             updated = schedules.update_schedule(schedule, system_actor=principal.system_actor, **data)
         return Response(r.ScheduleSerializer(updated).data)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,6 +12,7 @@ from executions.api.errors import BadRequest
 from executions.api.schema import page_of
 from executions.api.views.base import ApiView, acting, query, writes
 from workflows import selectors
+from workflows.dsl import schema as dsl_schema
 from workflows.dsl.parser import WORKFLOW_KEY
 from workflows.models import Role
 from workflows.services import publish_version
@@ -35,10 +35,10 @@ class WorkflowList(ApiView):
                    responses={200: page_of(s.WorkflowSerializer, "Workflow")})
     def get(self, request: Request) -> Response:
         params = query(s.PageQuery, request)
-        after = pagination.decode_cursor(params.get("cursor"), pagination.text)
+        after = pagination.NAME.after(params.get("cursor"))
         rows = selectors.definitions_page(self.principal.workspace, after=after[0] if after else None,
                                           limit=params["limit"])
-        return pagination.page(request, rows, params["limit"], lambda row: [row.key],
+        return pagination.page(request, rows, params["limit"], pagination.NAME, lambda row: [row.key],
                                lambda rows: s.WorkflowSerializer(rows, many=True).data)
 
 
@@ -50,7 +50,7 @@ class WorkflowDetail(ApiView):
 
 class PublishVersion(ApiView):
     @extend_schema(
-        operation_id="publish_version", tags=TAG, request=OpenApiTypes.OBJECT,
+        operation_id="publish_version", tags=TAG, request={"application/json": dsl_schema.DOCUMENT},
         description="Publish a DSL document as a version of workflow `key` (created if new) and make it "
                     "current. The version's id is the SHA-256 of the canonical DSL, so publishing the same "
                     "logic again creates nothing. Invalid documents are refused with every error and its "
