@@ -3,6 +3,7 @@ their heartbeats, operator completions of waiting steps, and events."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework import serializers
@@ -10,8 +11,15 @@ from rest_framework import serializers
 from executions.api.serializers import StrictRegexField, StrictSerializer
 from workflows.dsl.waits import EVENT_NAME
 
+EVENT_ID = re.compile(r"[^\x00]{1,200}", re.DOTALL)  # any string of 1-200 characters but NUL
+
 
 class Completion(StrictSerializer):
+    # One of two shapes; the schema says which fields go with which status.
+    schema_extra = {"oneOf": [
+        {"properties": {"status": {"const": "SUCCEEDED"}}, "not": {"required": ["error"]}},
+        {"properties": {"status": {"const": "FAILED"}}, "required": ["error"], "not": {"required": ["output"]}},
+    ]}
     status = serializers.ChoiceField(choices=["SUCCEEDED", "FAILED"],
                                      help_text="SUCCEEDED (with `output`) or FAILED (with `error`).")
     output = serializers.JSONField(required=False, allow_null=True,
@@ -52,9 +60,9 @@ class PostEvent(StrictSerializer):
     # Serializer.data at run time; the stubs cannot know that.
     data = serializers.JSONField(required=False, allow_null=True, default=None,  # type: ignore[assignment]
                                  help_text="The event's data: the output of every step it resumes.")
-    id = serializers.CharField(required=False, max_length=200, allow_blank=False,
-                               help_text="Makes delivery idempotent: the same id again delivers nothing and "
-                                         "answers the first delivery's count.")
+    id = StrictRegexField(EVENT_ID, required=False, max_length=200,
+                          help_text="Makes delivery idempotent: the same id again delivers nothing and "
+                                    "answers the first delivery's count.")
 
 
 class Delivered(serializers.Serializer):

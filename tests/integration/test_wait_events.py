@@ -116,7 +116,7 @@ def test_a_cancelled_step_gets_no_event(workspace):
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"data": {}}, "name"), ({"name": "bad name!"}, "name"), ({"name": "a", "id": ""}, "id"),
-    ({"name": "a", "other": 1}, "other"), ({"name": 5}, "name")])
+    ({"name": "a", "other": 1}, "other"), ({"name": 5}, "name"), ({"name": "a", "id": 5}, "id")])
 def test_a_bad_event_is_a_400_naming_the_field(workspace, body, field):
     answer = problem(post(workspace, body), 400)
     assert field in {error["field"] for error in answer["errors"]}, answer
