@@ -71,6 +71,13 @@ class DestinationFields(StrictSerializer):
     rate_per_second = _UncheckedNumber("rate_per_second")
     max_response_bytes = _UncheckedInteger("max_response_bytes", " A bigger response fails the call.")
     credentials = _UncheckedObject("credentials", " Stored encrypted; never returned.")
+    concurrency_mode = _UncheckedText("concurrency_mode")
+    concurrency_min = _UncheckedInteger("concurrency_min", " The floor of adaptive mode.")
+    max_cooldown_seconds = _UncheckedNumber("max_cooldown_seconds", " The longest cooldown a throttled answer "
+                                                                    "starts.")
+    max_throttled_waits = _UncheckedInteger("max_throttled_waits", " Throttled answers per round of attempts "
+                                                                   "that cost no attempt.")
+    breaker = _UncheckedObject("breaker", " The circuit breaker; null: none.")
 
 
 class CreateDestination(DestinationFields):
@@ -141,8 +148,43 @@ class DestinationSerializer(serializers.Serializer):
     max_response_bytes = serializers.IntegerField()
     credentials = serializers.SerializerMethodField(help_text="Whether credentials are set, and their kind; "
                                                               "never the secret.")
+    concurrency_mode = serializers.ChoiceField(choices=["fixed", "adaptive"])
+    concurrency_min = serializers.IntegerField()
+    concurrency_current = serializers.SerializerMethodField(
+        help_text="Read-only. The limit calls keep to now: adaptive mode's current limit, or the ramp after a "
+                  "cooldown in fixed mode; null: concurrency_limit.")
+    concurrency_changed_at = serializers.DateTimeField(allow_null=True, help_text="Read-only. The current "
+                                                                                  "limit's last change.")
+    concurrency_reason = serializers.CharField(help_text="Read-only. Why it last changed.")
+    max_cooldown_seconds = serializers.FloatField()
+    max_throttled_waits = serializers.IntegerField()
+    cooling_until = serializers.SerializerMethodField(help_text="Read-only. While in the future, the destination "
+                                                                "is cooling down: no call starts before it.")
+    breaker = serializers.JSONField(allow_null=True)
+    breaker_state = serializers.SerializerMethodField(help_text="Read-only: closed, open or half_open.")
+    breaker_open_until = serializers.SerializerMethodField(help_text="Read-only. While open: when the probe "
+                                                                     "call may go.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_concurrency_current(self, destination: Any) -> int | None:
+        if destination.concurrency_mode == "adaptive":
+            return destination.concurrency_current or destination.concurrency_min
+        return destination.concurrency_current
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_cooling_until(self, destination: Any) -> str | None:
+        return destination.cooling_until.isoformat() if destination.cooling_until else None
+
+    @extend_schema_field(serializers.ChoiceField(choices=["closed", "open", "half_open"]))
+    def get_breaker_state(self, destination: Any) -> str:
+        return str(destination.breaker_state)
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_breaker_open_until(self, destination: Any) -> str | None:
+        until = destination.breaker_open_until
+        return until.isoformat() if until and destination.breaker_state != "closed" else None
 
     @extend_schema_field(CredentialsSummary(allow_null=True))
     def get_credentials(self, destination: Any) -> dict[str, Any] | None:

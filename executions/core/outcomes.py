@@ -22,6 +22,7 @@ class Outcome:
     due_in: float | None = None
     reason: str = ""
     state: dict[str, Any] | None = None
+    throttled: bool = False  # for wait: a throttled answer's (counts against max_throttled_waits)
 
 
 def succeeded(output: Any = NO_OUTPUT, *, next: str | None = None, end: str | None = None,
