@@ -167,24 +167,23 @@ class DestinationSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
-    @extend_schema_field(OpenApiTypes.INT)
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_concurrency_current(self, destination: Any) -> int | None:
         if destination.concurrency_mode == "adaptive":
             return destination.concurrency_current or destination.concurrency_min
         return destination.concurrency_current
 
-    @extend_schema_field(OpenApiTypes.DATETIME)
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_cooling_until(self, destination: Any) -> str | None:
-        return destination.cooling_until.isoformat() if destination.cooling_until else None
+        return _when(destination.cooling_until)
 
     @extend_schema_field(serializers.ChoiceField(choices=["closed", "open", "half_open"]))
     def get_breaker_state(self, destination: Any) -> str:
         return str(destination.breaker_state)
 
-    @extend_schema_field(OpenApiTypes.DATETIME)
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_breaker_open_until(self, destination: Any) -> str | None:
-        until = destination.breaker_open_until
-        return until.isoformat() if until and destination.breaker_state != "closed" else None
+        return _when(destination.breaker_open_until) if destination.breaker_state != "closed" else None
 
     @extend_schema_field(CredentialsSummary(allow_null=True))
     def get_credentials(self, destination: Any) -> dict[str, Any] | None:
@@ -194,6 +193,10 @@ class DestinationSerializer(serializers.Serializer):
         if problem:  # stored, but no call can use them: not "set"
             return {"set": False, "kind": destination.credentials_kind, "error": problem}
         return {"set": True, "kind": destination.credentials_kind}
+
+
+def _when(value: Any) -> str | None:
+    return None if value is None else serializers.DateTimeField().to_representation(value)
 
 
 class ScheduleSerializer(serializers.Serializer):

@@ -18,6 +18,7 @@ Every time here is the database's (``now()`` of the reading statement).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -362,7 +363,11 @@ def judge(outcome: Outcome, kind: str, throttled_waits: int, verdict: Verdict) -
 def read(cursor: Any, destination_ids: Iterable[int]) -> list[Row]:
     cursor.execute(READ, {"ids": sorted(set(destination_ids)), "window": WINDOW_MIN})
     names = [column.name for column in cursor.description]
-    return [Row(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+    rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    for row in rows:  # Django's connection hands jsonb over as text
+        if isinstance(row["breaker"], str):
+            row["breaker"] = json.loads(row["breaker"])
+    return [Row(**row) for row in rows]
 
 
 def record(cursor: Any, seen: dict[int, Seen]) -> dict[int, tuple[Row, Change]]:
@@ -380,7 +385,7 @@ def record(cursor: Any, seen: dict[int, Seen]) -> dict[int, tuple[Row, Change]]:
 def verdict(row: Row, change: Change, seen: Seen) -> Verdict:
     sets = change.sets
     return Verdict(row.name, row.max_throttled_waits,
-                   sets["cooling_until"] if sets["cooling_until"] and sets["cooling_until"] > row.now else None,
+                   sets["cooling_until"] if sets["cooling_until"] and sets["cooling_until"] >= row.now else None,
                    seen.shown or "throttled",
                    sets["breaker_open_until"] if sets["breaker_state"] != "closed" else None)
 
