@@ -12,12 +12,14 @@ from executions.models import Event, Execution, Step, StepStatus
 
 # What a READY step due later waits for, from its reason (the first prefix found in it).
 TIMED_WAITS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
-               ("quota", "quota"), ("maxconcurrency", "fan-out slot"))
+               ("quota", "quota"), ("maxconcurrency", "fan-out slot"),
+               ("throttled by", "destination cooldown"), ("circuit open", "destination circuit open"))
 
 
 @dataclass(frozen=True)
 class Waiting:
-    kind: str  # children, signal, timer, retry backoff, payload pressure, quota, fan-out slot, deferred
+    kind: str  # children, signal, timer, retry backoff, payload pressure, quota, fan-out slot, deferred,
+    # destination cooldown, destination circuit open (issue 29)
     reason: str
     next_check_at: datetime | None  # when it is looked at again (None: when a signal wakes it)
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from executions import selectors
 from executions.core import leases
 from executions.models import Destination, Step
 from executions.worker.loop import Drain
@@ -51,6 +52,12 @@ def test_a_throttled_answer_costs_no_attempt_and_stops_every_call_until_retry_af
     assert step.wait_reason == f"throttled by api until {cooling_until} (429, Retry-After 30)"
     assert helpers.step(second, "call").status == "READY" and helpers.step(second, "call").attempt == 1
     assert api.throttle_streak == 1
+    # What the UI reads: why each step waits, and the call log's figures for the chart.
+    assert selectors.steps.waiting(step).kind == "destination cooldown"
+    assert selectors.destinations.slots([api.pk])[api.pk].held.startswith(
+        "destination 'api' is cooling down after a throttled answer until")
+    [bucket] = selectors.destinations.history(api.pk)
+    assert (bucket["calls"], bucket["throttled"], bucket["errors"]) == (1, 1, 1)
 
 
 @pytest.mark.django_db
