@@ -4,10 +4,12 @@ pure arithmetic that decides it (docs/destinations.md, "Flow control").
 
 A commit of HTTP results that says something about flow (a throttled or failed answer, or a
 destination that is adaptive, ramping after a cooldown, or has a breaker) reads the flow
-columns of its destinations with a row lock (READ), lets ``advance`` — a pure function of
-that row and of what the commit's calls saw — decide the new values, writes them (WRITE), and
-turns the outcomes of the throttled steps, and of the failed ones while the breaker is open,
-into waits that cost no attempt (``judge``). The claim (leases.py) reads the same columns:
+columns of its destinations (READ), lets ``advance`` — a pure function of that row and of
+what the commit's calls saw — decide the new values, and turns the outcomes of the throttled
+steps, and of the failed ones while the breaker is open, into waits that cost no attempt
+(``judged``, ``judge``). Only where the values change does it write them, late in the commit:
+it reads the row again with a lock, advances it again and writes it (``settle``), so a commit
+that changes nothing (a window not yet due) locks no destination row. The claim (leases.py) reads the same columns:
 it skips a destination that is cooling down or open (``CALLABLE``), takes at most its
 ``EFFECTIVE`` limit, and claims a half-open destination's one probe (``mark_probes``). A
 commit of a destination that uses none of this (fixed mode, no breaker, only good answers)
@@ -38,6 +40,7 @@ LATENCY_FACTOR = 2.0  # ... and the window's p90 stayed below this times the bes
 BEST_DRIFT = 1.01  # the best p90 rises by 1% per window, so an old best does not hold growth back for ever
 RESUME_SHARE = 0.5  # after a cooldown, calls resume at this share of the limit that was throttled
 SLOW_GROWTH = 10.0  # seconds per +1 once the limit is one below the one that was throttled
+CARRIED_SHARE = 0.9  # ... or rather this share of the concurrency that carried the accepted rate
 
 # A claim's condition on a destination: not cooling down, breaker not open (the columns are
 # NULL unless flow control is in use, so this costs nothing otherwise).
@@ -56,9 +59,8 @@ EFFECTIVE = ("least(d.concurrency_limit, CASE WHEN d.concurrency_mode = 'adaptiv
 BLOCKED_FOR = """coalesce(greatest(0, extract(epoch FROM greatest(d.cooling_until,
                   CASE WHEN d.breaker_state = 'open' THEN d.breaker_open_until END) - now())), 0)::float8"""
 
-# The flow columns of the destinations of a commit, locked (NO KEY UPDATE, as claims lock them)
-# in id order. The window's in-use count and p90 are read only when the window is due
-# (CASE evaluates a subquery only when it is reached).
+# The flow columns of the destinations of a commit, in id order. The window's in-use count and
+# p90 are read only when the window is due (CASE evaluates a subquery only when it is reached).
 READ = """
     SELECT d.id, d.name, now() AS now, d.concurrency_mode, d.concurrency_limit, d.concurrency_min,
            d.concurrency_current, d.concurrency_changed_at, d.concurrency_reason, d.concurrency_throttled_at,
@@ -80,7 +82,17 @@ READ = """
                                    secs => greatest(%(window)s, coalesce(d.window_p90_ms, 0) / 1000.0)) AS due) w
     WHERE d.id = ANY(%(ids)s)
     ORDER BY d.id
-    FOR NO KEY UPDATE OF d
+"""
+# READ with the rows locked (NO KEY UPDATE, as claims lock them), to write them.
+READ_LOCKED = READ + "    FOR NO KEY UPDATE OF d\n"
+
+# When a cooldown starts: the concurrency that carried the rate the destination accepted —
+# its successful calls over the last ``span`` seconds (the cooldown asked for, 1-60 s) times
+# their median latency (Little's law) — from the call log's (destination, created_at) index.
+CARRIED = """
+    SELECT count(*)::float8 / %(span)s * percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms) / 1000.0
+    FROM executions_destinationcall
+    WHERE destination_id = %(id)s AND ok AND created_at > now() - make_interval(secs => %(span)s)
 """
 
 COLUMNS = ("cooling_until", "throttle_streak", "concurrency_current", "concurrency_changed_at",
@@ -181,6 +193,7 @@ class Row:
     window_due: bool | None = False
     in_use: int | None = None
     p90_ms: float | None = None
+    carried: float | None = None  # when a cooldown starts: CARRIED
 
     def state(self) -> dict[str, Any]:
         return {column: getattr(self, column) for column in COLUMNS}
@@ -265,6 +278,8 @@ def _throttle(row: Row, seen: Seen, change: Change, cooling: bool) -> None:
     if limits and min(limits) > 0:
         cut = min(limits)
         start = resumed(cut, row.concurrency_min)
+        if row.carried:  # what the destination accepted says more than the limit that was cut
+            start = max(row.concurrency_min, min(cut - 1, round(row.carried * CARRIED_SHARE)))
         sets.update(concurrency_current=start, concurrency_throttled_at=cut, concurrency_changed_at=now,
                     concurrency_reason=f"throttled at {cut}: resuming at {start} after the cooldown",
                     window_started_at=until, window_bad=0)
@@ -360,8 +375,8 @@ def judge(outcome: Outcome, kind: str, throttled_waits: int, verdict: Verdict) -
 
 # --- the statements ----------------------------------------------------------------------------
 
-def read(cursor: Any, destination_ids: Iterable[int]) -> list[Row]:
-    cursor.execute(READ, {"ids": sorted(set(destination_ids)), "window": WINDOW_MIN})
+def read(cursor: Any, destination_ids: Iterable[int], *, lock: bool = False) -> list[Row]:
+    cursor.execute(READ_LOCKED if lock else READ, {"ids": sorted(set(destination_ids)), "window": WINDOW_MIN})
     names = [column.name for column in cursor.description]
     rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     for row in rows:  # Django's connection hands jsonb over as text
@@ -370,15 +385,28 @@ def read(cursor: Any, destination_ids: Iterable[int]) -> list[Row]:
     return [Row(**row) for row in rows]
 
 
-def record(cursor: Any, seen: dict[int, Seen]) -> dict[int, tuple[Row, Change]]:
-    """Advance and write the flow state of the destinations in ``seen`` (inside the commit's
-    transaction); by destination id, its row as read and the change."""
+def _advanced(cursor: Any, rows: list[Row], seen: dict[int, Seen]) -> dict[int, tuple[Row, Change]]:
     done: dict[int, tuple[Row, Change]] = {}
-    for row in read(cursor, seen):
-        change = advance(row, seen[row.id])
+    for row in rows:
+        calls = seen[row.id]
+        if calls.throttled and not (row.cooling_until and row.cooling_until > row.now):
+            span = min(60.0, max(1.0, calls.asked or 1.0))
+            cursor.execute(CARRIED, {"id": row.id, "span": span})
+            row = replace(row, carried=cursor.fetchone()[0])
+        done[row.id] = (row, advance(row, calls))
+    return done
+
+
+def record(cursor: Any, seen: dict[int, Seen], in_use: dict[int, int] | None = None) -> dict[int, tuple[Row, Change]]:
+    """Advance and write the flow state of the destinations in ``seen`` (rows locked, inside
+    the commit's transaction); by destination id, its row as read and the change. ``in_use``:
+    the slots held when the commit began (its own finished steps held theirs), for a window."""
+    rows = read(cursor, seen, lock=True)
+    rows = [replace(r, in_use=max(r.in_use or 0, (in_use or {}).get(r.id, 0))) if r.window_due else r for r in rows]
+    done = _advanced(cursor, rows, seen)
+    for row, change in done.values():
         if change.sets != row.state():
             cursor.execute(WRITE, {"id": row.id, **change.sets})
-        done[row.id] = (row, change)
     return done
 
 
@@ -405,8 +433,9 @@ def reset(cursor: Any, destination_id: int) -> None:
 
 def seen_in(results: Sequence[tuple[Any, Outcome]]) -> dict[int, Seen]:
     """What the calls of a commit's results (``(StepRun, Outcome)``) saw, by destination —
-    only for destinations whose flow must be recorded: a throttled or failed call, or flow control in use (FOR_CALLS'
-    ``flow``). A destination-bound step without an answer that failed timed out."""
+    only for destinations whose flow must be recorded: a throttled or failed call, or flow
+    control in use (FOR_CALLS' ``flow``). A destination-bound step without an answer that
+    failed timed out."""
     seen: dict[int, Seen] = {}
     for run, outcome in results:
         destination = run.claimed.destination_id
@@ -420,25 +449,44 @@ def seen_in(results: Sequence[tuple[Any, Outcome]]) -> dict[int, Seen]:
     return seen
 
 
-def apply(cursor: Any, results: Sequence[tuple[Any, Outcome]],
-          blocked: dict[int, float] | None = None) -> list[tuple[Any, Outcome]]:
-    """Record the flow of a commit's calls (``record``) and return its results with the
-    outcomes ``judge`` changed; ``blocked`` receives, by destination, the seconds until a call
-    may start there again. Call in the commit's transaction, before its transitions."""
+def judged(cursor: Any, results: Sequence[tuple[Any, Outcome]],
+           blocked: dict[int, float] | None = None) -> tuple[list[tuple[Any, Outcome]], dict[int, tuple[Seen, int]]]:
+    """A commit's results with the outcomes ``judge`` changed, decided on the destinations'
+    flow state read without a lock; and what ``settle`` must write at the end of the commit —
+    only the destinations whose state changes, so a commit that changes nothing locks no
+    destination row (a lock a claim would skip the destination for). ``blocked`` receives, by
+    destination, the seconds until a call may start there again. Call before the transitions."""
     seen = seen_in(results)
     if not seen:
-        return list(results)
-    done = record(cursor, seen)
+        return list(results), {}
+    done = _advanced(cursor, read(cursor, seen), seen)
     verdicts = {d: verdict(row, change, seen[d]) for d, (row, change) in done.items()}
-    for d, (row, change) in done.items():
-        metrics.destination_flow(d, throttled=seen[d].throttled, cooldowns=int(change.cooldown_started))
-        until = change.blocked_until(row.now)
-        if blocked is not None and until is not None:
-            blocked[d] = (until - row.now).total_seconds()
-    judged = []
+    _blocked(done, blocked)
+    for d, calls in seen.items():
+        metrics.destination_flow(d, throttled=calls.throttled, cooldowns=0)
+    out = []
     for run, outcome in results:
         d = run.claimed.destination_id
         if d in verdicts and run.step_id in seen[d].steps:
             outcome = judge(outcome, seen[d].steps[run.step_id], run.claimed.throttled_waits, verdicts[d])
-        judged.append((run, outcome))
-    return judged
+        out.append((run, outcome))
+    return out, {d: (seen[d], row.in_use or 0) for d, (row, change) in done.items() if change.sets != row.state()}
+
+
+def settle(cursor: Any, pending: dict[int, tuple[Seen, int]], blocked: dict[int, float] | None = None) -> None:
+    """Write the flow state ``judged`` found changing (``record``: locked, read again), late in
+    the commit so that the rows stay locked only until it ends."""
+    if not pending:
+        return
+    seen = {d: calls for d, (calls, _) in pending.items()}
+    done = record(cursor, seen, {d: in_use for d, (_, in_use) in pending.items()})
+    _blocked(done, blocked)
+    for d, (_, change) in done.items():
+        metrics.destination_flow(d, throttled=0, cooldowns=int(change.cooldown_started))
+
+
+def _blocked(done: dict[int, tuple[Row, Change]], blocked: dict[int, float] | None) -> None:
+    for d, (row, change) in done.items():
+        until = change.blocked_until(row.now)
+        if blocked is not None and until is not None:
+            blocked[d] = max(blocked.get(d, 0.0), (until - row.now).total_seconds())

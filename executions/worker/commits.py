@@ -53,7 +53,7 @@ def commit(results: Results, takers: Sequence[leases.Lease] = (), versions: dict
     steps running in the slots of finished ones — that took those slots over. ``versions``
     receives the config version of each destination where one did (leases.take_over_slots),
     ``blocked`` the seconds until calls may start again at each destination that is cooling
-    down or has its breaker open (flow.apply, leases.take_over_slots)."""
+    down or has its breaker open (flow.judged, leases.take_over_slots)."""
     try:
         return commit_or_wait(results, takers, versions, blocked)
     except DatabaseError as error:
@@ -85,7 +85,7 @@ def commit_or_wait(results: Results, takers: Sequence[leases.Lease] = (),
 def commit_once(results: Results, takers: Sequence[leases.Lease] = (),
                 versions: dict[int, int] | None = None, blocked: dict[int, float] | None = None) -> set[int]:
     """One attempt: the results, their call log, their destinations' flow state (which may
-    turn a throttled step's failure into a wait: flow.apply) and the slot take-over in one
+    turn a throttled step's failure into a wait: flow.judged, flow.settle) and the slot take-over in one
     transaction.
 
     The fan-out counters come last, so their row — the one every worker's commit of a
@@ -95,9 +95,10 @@ def commit_once(results: Results, takers: Sequence[leases.Lease] = (),
     counts = state.FanoutCounts()
     with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
         call_log.record_calls(calls, cursor=cursor)  # first: the flow window's p90 reads them
-        judged = flow.apply(cursor, results, blocked)
+        judged, pending = flow.judged(cursor, results, blocked)
         engine.commit(cursor, judged, counts=counts)
         taken = leases.take_over_slots(cursor, list(takers), versions, blocked)
+        flow.settle(cursor, pending, blocked)  # late: a destination row it locks is locked until COMMIT
         counts.apply(cursor)
         return taken
 

@@ -169,3 +169,12 @@ def test_a_failed_call_while_the_breaker_is_open_waits_without_an_attempt():
     assert outcome.kind == "wait" and not outcome.throttled and outcome.due_at == until
     assert outcome.reason.startswith("destination api is failing: circuit open until 2026-12-03T12:00:30")
     assert flow.judge(failed("HTTP 500"), "failed", 0, verdict()).kind == "failed", "closed: an attempt"
+
+
+def test_a_cooldown_resumes_at_the_concurrency_that_carried_the_accepted_rate_when_known():
+    # 200 calls/s accepted at 52 ms each: about 10.4 in flight carried them.
+    change = flow.advance(row(carried=10.4), seen("throttled", asked=1.0))
+    assert change.sets["concurrency_current"] == 9, "0.9 of it"
+    assert change.sets["concurrency_throttled_at"] == 64, "growing slowly only near the limit that was cut"
+    assert flow.advance(row(carried=0.2), seen("throttled")).sets["concurrency_current"] == 1, "not below the floor"
+    assert flow.advance(row(carried=500.0), seen("throttled")).sets["concurrency_current"] == 63, "below the cut"
