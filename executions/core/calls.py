@@ -62,10 +62,14 @@ IN_USE = """
 COPY_SECONDS = 1.0
 COPY_MARGIN = 0.1
 # How long a copy may start calls after a statement last told it the destination's flow state
-# (FOR_CALLS, or a commit's slot take-over: leases.TAKE_OVER_SLOTS), so that a cooldown another
-# drain's throttled answer started stops this drain's calls that soon (issue 29). Under load
-# every commit's take-over tells it; otherwise the drain reads the copy again (a cheap SELECT).
-FLOW_SECONDS = 0.1
+# (FOR_CALLS, a commit's slot take-over: leases.TAKE_OVER_SLOTS, or the commit's reading of its
+# calls' flow: flow.judged), so that a cooldown another drain's throttled answer started stops
+# this drain's calls that soon at the latest (issue 29) — usually at its next commit. Under
+# load every commit tells it; otherwise the drain reads the copy again (a cheap SELECT). Longer
+# than a commit takes on a busy machine: a copy that lapses while its drain commits holds its
+# queued steps back until the commit is over (at 0.1 s, bench flow capacity's calls in flight
+# fell from 25 to 20 of a limit near 32).
+FLOW_SECONDS = 0.5
 
 # One row of the call log (the Rate Limits page's error rate and latency).
 RECORD_CALL = """

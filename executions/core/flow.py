@@ -455,7 +455,8 @@ def judged(cursor: Any, results: Sequence[tuple[Any, Outcome]],
     flow state read without a lock; and what ``settle`` must write at the end of the commit —
     only the destinations whose state changes, so a commit that changes nothing locks no
     destination row (a lock a claim would skip the destination for). ``blocked`` receives, by
-    destination, the seconds until a call may start there again. Call before the transitions."""
+    destination read, the seconds until a call may start there again (0: now). Call before the
+    transitions."""
     seen = seen_in(results)
     if not seen:
         return list(results), {}
@@ -486,7 +487,8 @@ def settle(cursor: Any, pending: dict[int, tuple[Seen, int]], blocked: dict[int,
 
 
 def _blocked(done: dict[int, tuple[Row, Change]], blocked: dict[int, float] | None) -> None:
+    """Seconds until a call may start at each destination read (0: now)."""
     for d, (row, change) in done.items():
         until = change.blocked_until(row.now)
-        if blocked is not None and until is not None:
-            blocked[d] = max(blocked.get(d, 0.0), (until - row.now).total_seconds())
+        if blocked is not None:
+            blocked[d] = max(blocked.get(d, 0.0), 0.0 if until is None else (until - row.now).total_seconds())

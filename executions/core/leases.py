@@ -455,7 +455,7 @@ def take_over_slots(cursor: Any, leases_: list[Lease], versions: dict[int, int] 
                     blocked: dict[int, float] | None = None) -> set[int]:
     """Queued steps that started in the slots of the steps being committed in this transaction
     take those slots (see "Slots" above); returns the ids that did. ``versions`` receives the
-    config_version of each destination where one did, ``blocked`` flow.BLOCKED_FOR there."""
+    config_version of each destination where one did, ``blocked`` flow.BLOCKED_FOR there (0: none)."""
     if not leases_:
         return set()
     cursor.execute(TAKE_OVER_SLOTS, _lease_params(leases_))
@@ -463,7 +463,7 @@ def take_over_slots(cursor: Any, leases_: list[Lease], versions: dict[int, int] 
     if versions is not None:
         versions.update((destination, version) for _, destination, version, _ in rows)
     if blocked is not None:
-        blocked.update((destination, seconds) for _, destination, _, seconds in rows if seconds > 0)
+        blocked.update((d, max(seconds, blocked.get(d, 0.0))) for _, d, _, seconds in rows)
     return {row[0] for row in rows}
 
 

@@ -52,8 +52,9 @@ def commit(results: Results, takers: Sequence[leases.Lease] = (), versions: dict
     """Commit ``results`` (see the module doc); returns the step ids of ``takers`` — queued
     steps running in the slots of finished ones — that took those slots over. ``versions``
     receives the config version of each destination where one did (leases.take_over_slots),
-    ``blocked`` the seconds until calls may start again at each destination that is cooling
-    down or has its breaker open (flow.judged, leases.take_over_slots)."""
+    ``blocked`` the seconds until calls may start again at each destination whose flow state
+    the commit read (0: now; more: cooling down or breaker open; flow.judged,
+    leases.take_over_slots)."""
     try:
         return commit_or_wait(results, takers, versions, blocked)
     except DatabaseError as error:

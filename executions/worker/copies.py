@@ -42,6 +42,10 @@ class Copy:
     def fresh(self, now: float) -> bool:
         return now < self.until and now < self.flow_until
 
+    def told(self, asked_at: float) -> Copy:
+        """This copy after a statement sent at ``asked_at`` read the destination's flow state."""
+        return Copy(self.values, self.until, max(self.flow_until, asked_at + calls.FLOW_SECONDS), self.read_at)
+
     def confirmed(self, version: int, asked_at: float) -> Copy:
         """This copy after a statement sent at ``asked_at`` found the destination at ``version``:
         good for longer if that is its own version, else lapsed at once (it must be read again)."""

@@ -73,10 +73,15 @@ class SlotGate:
         self._run(ready)
         return held
 
-    def pause(self, until: float) -> None:
-        """No queued step starts before monotonic time ``until``."""
+    def pause(self, until: float, asked_at: float) -> None:
+        """A statement sent at monotonic ``asked_at`` read the destination's flow state: no queued
+        step starts before monotonic ``until``, and the copy knows the state (Copy.told)."""
         with self.lock:
             self.paused_until = max(self.paused_until, until)
+            if self.copy is not None:
+                self.copy = self.copy.told(asked_at)
+            ready = self._ready()
+        self._run(ready)
 
     def given_up(self, slots: int, held_back: int) -> None:
         """The commit gave up ``slots`` of this gate's slots, ``held_back`` of them held back."""
@@ -193,10 +198,11 @@ class Gates:
                 gate.confirm(version, asked_at)
 
     def pause(self, blocked: dict[int, float], since: float) -> None:
-        """Destinations where no call may start for ``blocked`` seconds from monotonic ``since``."""
+        """The flow state a statement sent at monotonic ``since`` read: no call may start for
+        ``blocked`` seconds (0: calls may start) at each destination."""
         for destination, seconds in blocked.items():
             if (gate := self.by_destination.get(destination)) is not None:
-                gate.pause(since + seconds)
+                gate.pause(since + seconds, since)
 
     def resume(self) -> None:
         """Start the queued steps of gates whose pause has ended."""

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 
 from executions import selectors
+from executions.core import calls as calls_module
 from executions.core import leases
 from executions.models import Destination, Step
 from executions.worker.loop import Drain
@@ -120,7 +121,7 @@ def test_a_cooldown_one_drain_met_stops_the_calls_of_another_drain_until_it_ends
         a.start()
         until(lambda: Destination.objects.get(pk=api.pk).cooling_until is not None, "drain A's cooldown")
         cooling_until = Destination.objects.get(pk=api.pk).cooling_until.timestamp()
-        time.sleep(0.3)  # longer than calls.FLOW_SECONDS: B's copy must be read again before it starts a call
+        time.sleep(calls_module.FLOW_SECONDS + 0.2)  # B's copy must be read again before it starts a call
         released_at = time.time()
         release.set()
         until(lambda: all(helpers.refresh(e).status == "SUCCEEDED" for e in executions), "every call", timeout=30)
