@@ -277,10 +277,12 @@ def _throttle(row: Row, seen: Seen, change: Change, cooling: bool) -> None:
     limits = [x for x in (row.concurrency_limit, row.concurrency_current) if x is not None]
     if limits and min(limits) > 0:
         cut = min(limits)
-        start = resumed(cut, row.concurrency_min)
+        start, slow_from = resumed(cut, row.concurrency_min), cut
         if row.carried:  # what the destination accepted says more than the limit that was cut
             start = max(row.concurrency_min, min(cut - 1, round(row.carried * CARRIED_SHARE)))
-        sets.update(concurrency_current=start, concurrency_throttled_at=cut, concurrency_changed_at=now,
+            if row.concurrency_current is not None:  # a second cut: the estimate is worth trusting
+                slow_from = start + 1
+        sets.update(concurrency_current=start, concurrency_throttled_at=slow_from, concurrency_changed_at=now,
                     concurrency_reason=f"throttled at {cut}: resuming at {start} after the cooldown",
                     window_started_at=until, window_bad=0)
 
