@@ -191,6 +191,30 @@ class Destination(models.Model):
     # Token bucket for rate_per_second, refilled from database time when slots are claimed.
     rate_tokens = models.FloatField(default=0.0)
     rate_updated_at = models.DateTimeField(db_default=Now())
+    # Flow control (issue 29; docs/destinations.md). Settings, written by destinations/rules.py:
+    concurrency_mode = models.CharField(max_length=10, default="fixed", db_default="fixed")
+    concurrency_min = models.PositiveIntegerField(default=1, db_default=1)
+    max_cooldown_seconds = models.FloatField(default=300.0, db_default=300.0)
+    max_throttled_waits = models.PositiveIntegerField(default=100, db_default=100)
+    breaker = models.JSONField(null=True, blank=True, default=None)
+    # ... and the state the engine keeps, written only by executions/core/flow.py:
+    cooling_until = models.DateTimeField(null=True, blank=True)  # no call starts before it
+    throttle_streak = models.PositiveIntegerField(default=0, db_default=0)  # cooldowns in a row
+    # The current limit: adaptive mode's, or fixed mode's ramp after a cooldown (NULL: the limit).
+    concurrency_current = models.PositiveIntegerField(null=True, blank=True)
+    concurrency_changed_at = models.DateTimeField(null=True, blank=True)
+    concurrency_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
+    concurrency_throttled_at = models.PositiveIntegerField(null=True, blank=True)  # the limit a cooldown cut
+    window_started_at = models.DateTimeField(null=True, blank=True)
+    window_bad = models.PositiveIntegerField(default=0, db_default=0)
+    window_p90_ms = models.FloatField(null=True, blank=True)  # the last closed window's
+    best_p90_ms = models.FloatField(null=True, blank=True)
+    breaker_state = models.CharField(max_length=10, default="closed", db_default="closed")
+    breaker_open_until = models.DateTimeField(null=True, blank=True)
+    breaker_probe_step = models.BigIntegerField(null=True, blank=True)
+    breaker_failure_score = models.FloatField(default=0.0, db_default=0.0)  # recent failed share
+    breaker_calls = models.FloatField(default=0.0, db_default=0.0)  # recent calls, decayed
+    breaker_scored_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
@@ -201,6 +225,11 @@ class Destination(models.Model):
             models.CheckConstraint(condition=Q(rate_per_second__isnull=True) | Q(rate_per_second__gt=0),
                                    name="destination_rate_positive"),
             models.CheckConstraint(condition=Q(max_response_bytes__gte=1), name="destination_response_cap_positive"),
+            models.CheckConstraint(condition=Q(concurrency_mode__in=["fixed", "adaptive"]),
+                                   name="destination_concurrency_mode"),
+            models.CheckConstraint(condition=Q(breaker_state__in=["closed", "open", "half_open"]),
+                                   name="destination_breaker_state"),
+            models.CheckConstraint(condition=Q(max_cooldown_seconds__gt=0), name="destination_cooldown_positive"),
         ]
         ordering = ["name"]
 
@@ -230,6 +259,9 @@ class Step(models.Model):
     # A RUNNING destination-bound step either holds one of its destination's slots (S11) or
     # waits in its drain's queue for one (leases.py, "Slots"); only holders count as in flight.
     holds_slot = models.BooleanField(db_default=True)
+    # Throttled answers of its destination this round of attempts (they cost no attempt, up to
+    # the destination's max_throttled_waits; executions/core/flow.py).
+    throttled_waits = models.PositiveIntegerField(default=0, db_default=0)
     # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
     state = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")

@@ -55,6 +55,12 @@ class CredentialsSummary(serializers.Serializer):
 
 
 class CreateDestination(StrictSerializer):
+    # Adaptive mode needs its ceiling (concurrency_min <= concurrency_limit too, which JSON
+    # Schema cannot compare: docs/api.md, "The schema").
+    schema_extra = {"if": {"properties": {"concurrency_mode": {"const": "adaptive"}}, "required": ["concurrency_mode"]},
+                    "then": {"required": ["concurrency_limit"],
+                             "properties": {"concurrency_limit": {"type": "integer", "minimum": 1}}}}
+
     name = _destination("name", " Cannot be changed: workflows refer to a destination by name.", required=True)
     base_url = _destination("base_url", " HTTP vertex paths are appended to it.", required=True)
     timeout_seconds = _destination("timeout_seconds", " Default 10.")
@@ -63,6 +69,12 @@ class CreateDestination(StrictSerializer):
     rate_per_second = _destination("rate_per_second", " Null: no rate limit (the default).")
     max_response_bytes = _destination("max_response_bytes", " A bigger response fails the call.")
     credentials = _destination("credentials", " Stored encrypted; never returned.")
+    concurrency_mode = _destination("concurrency_mode", " Default fixed.")
+    concurrency_min = _destination("concurrency_min", " The floor of adaptive mode.")
+    max_cooldown_seconds = _destination("max_cooldown_seconds", " The longest cooldown a throttled answer starts.")
+    max_throttled_waits = _destination("max_throttled_waits", " Throttled answers per round of attempts that "
+                                                              "cost no attempt.")
+    breaker = _destination("breaker", " The circuit breaker; null: none (the default).")
 
 
 class UpdateDestination(StrictSerializer):
@@ -76,6 +88,12 @@ class UpdateDestination(StrictSerializer):
     rate_per_second = _destination("rate_per_second", " Null: no rate limit.")
     max_response_bytes = _destination("max_response_bytes", " A bigger response fails the call.")
     credentials = _destination("credentials", " Stored encrypted; never returned. Null removes them.")
+    concurrency_mode = _destination("concurrency_mode", " Adaptive needs a concurrency_limit (set or sent).")
+    concurrency_min = _destination("concurrency_min", " The floor of adaptive mode.")
+    max_cooldown_seconds = _destination("max_cooldown_seconds", " The longest cooldown a throttled answer starts.")
+    max_throttled_waits = _destination("max_throttled_waits", " Throttled answers per round of attempts that "
+                                                              "cost no attempt.")
+    breaker = _destination("breaker", " The circuit breaker; null: none.")
 
 
 def _schedule(rule: str, extra: str = "", *, required: bool = False) -> _Passed:
@@ -119,8 +137,42 @@ class DestinationSerializer(serializers.Serializer):
     max_response_bytes = serializers.IntegerField()
     credentials = serializers.SerializerMethodField(help_text="Whether credentials are set, and their kind; "
                                                               "never the secret.")
+    concurrency_mode = serializers.ChoiceField(choices=["fixed", "adaptive"])
+    concurrency_min = serializers.IntegerField()
+    concurrency_current = serializers.SerializerMethodField(
+        help_text="Read-only. The limit calls keep to now: adaptive mode's current limit, or the ramp after a "
+                  "cooldown in fixed mode; null: concurrency_limit.")
+    concurrency_changed_at = serializers.DateTimeField(allow_null=True, help_text="Read-only. The current "
+                                                                                  "limit's last change.")
+    concurrency_reason = serializers.CharField(help_text="Read-only. Why it last changed.")
+    max_cooldown_seconds = serializers.FloatField()
+    max_throttled_waits = serializers.IntegerField()
+    cooling_until = serializers.SerializerMethodField(help_text="Read-only. While in the future, the destination "
+                                                                "is cooling down: no call starts before it.")
+    breaker = serializers.JSONField(allow_null=True)
+    breaker_state = serializers.SerializerMethodField(help_text="Read-only: closed, open or half_open.")
+    breaker_open_until = serializers.SerializerMethodField(help_text="Read-only. While open: when the probe "
+                                                                     "call may go.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_concurrency_current(self, destination: Any) -> int | None:
+        if destination.concurrency_mode == "adaptive":
+            return destination.concurrency_current or destination.concurrency_min
+        return destination.concurrency_current
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_cooling_until(self, destination: Any) -> str | None:
+        return _when(destination.cooling_until)
+
+    @extend_schema_field(serializers.ChoiceField(choices=["closed", "open", "half_open"]))
+    def get_breaker_state(self, destination: Any) -> str:
+        return str(destination.breaker_state)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_breaker_open_until(self, destination: Any) -> str | None:
+        return _when(destination.breaker_open_until) if destination.breaker_state != "closed" else None
 
     @extend_schema_field(CredentialsSummary(allow_null=True))
     def get_credentials(self, destination: Any) -> dict[str, Any] | None:
@@ -130,6 +182,10 @@ class DestinationSerializer(serializers.Serializer):
         if problem:  # stored, but no call can use them: not "set"
             return {"set": False, "kind": destination.credentials_kind, "error": problem}
         return {"set": True, "kind": destination.credentials_kind}
+
+
+def _when(value: Any) -> str | None:
+    return None if value is None else serializers.DateTimeField().to_representation(value)
 
 
 class ScheduleSerializer(serializers.Serializer):

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 
-from executions.core import payloads, state
+from executions.core import flow, payloads, state
 from executions.models import StepStatus
 from executions.platform import hosts
 
@@ -67,22 +67,23 @@ CLAIM_FREE = f"""
 """  # noqa: S608 - constant SQL
 
 # Step 1 of a destination claim: lock the destinations that have due work (or steps in this
-# worker's queue, which may take a free slot), in id order.
+# worker's queue, which may take a free slot) and are not cooling down nor open (flow.CALLABLE).
 # SKIP LOCKED: a destination locked by another claimer is being served by it right now.
 # NO KEY UPDATE, not UPDATE: claimers still exclude each other, but a commit checking the
 # foreign key of a call-log row or a new step (a KEY SHARE lock on the destination, taken at
 # COMMIT) no longer waits for this claim's transaction to end — with FOR UPDATE a drain's
 # commit stood still behind the other drain's claim (docs/performance-log.md, "Seventh pass").
-LOCK_DESTINATIONS = """
+LOCK_DESTINATIONS = f"""
     SELECT d.id FROM executions_destination d
-    WHERE EXISTS (SELECT 1 FROM executions_step s
-                  WHERE s.destination_id = d.id AND s.status = 'READY' AND s.due_at <= now())
-       OR EXISTS (SELECT 1 FROM executions_step s
-                  WHERE s.destination_id = d.id AND s.status = 'RUNNING' AND NOT s.holds_slot
-                    AND s.leased_by = %(worker)s)
+    WHERE (EXISTS (SELECT 1 FROM executions_step s
+                   WHERE s.destination_id = d.id AND s.status = 'READY' AND s.due_at <= now())
+           OR EXISTS (SELECT 1 FROM executions_step s
+                      WHERE s.destination_id = d.id AND s.status = 'RUNNING' AND NOT s.holds_slot
+                        AND s.leased_by = %(worker)s))
+      AND {flow.CALLABLE}
     ORDER BY d.id
     FOR NO KEY UPDATE OF d SKIP LOCKED
-"""
+"""  # noqa: S608 - constant SQL
 
 # Step 2, a new statement so its snapshot sees every claim committed before our locks:
 # free slots per destination = limit - slots held, at most this worker's fair share of the
@@ -99,15 +100,17 @@ LOCK_DESTINATIONS = """
 # ``share``: the caller's fair share (None: unlimited). A drain holding more — it took the
 # whole limit while the other drains abstained — gives the surplus up as its calls end
 # (worker.SlotGate), since hand-overs would otherwise keep every slot with it for good.
-DESTINATION_BUDGETS = """
-    WITH sharers AS (SELECT greatest(1, ({sharers})) AS n)
+DESTINATION_BUDGETS = f"""
+    WITH sharers AS (SELECT greatest(1, ({{sharers}})) AS n)
     SELECT d.id, free.n AS free,
            d.rate_per_second IS NOT NULL AS rated, mine.queued,
-           CASE WHEN NOT %(queue)s OR d.rate_per_second IS NOT NULL OR d.concurrency_limit IS NULL THEN 0
+           CASE WHEN NOT %(queue)s OR d.rate_per_second IS NOT NULL OR eff.lim IS NULL
+                     OR d.breaker_state <> 'closed' THEN 0
                 ELSE greatest(0, least(%(depth)s * least(mine.held + free.n, share.n) - mine.queued,
                                        %(limit)s)) END AS queue,
-           greatest(0, d.concurrency_limit - used.held) AS open, share.n AS share
+           greatest(0, eff.lim - used.held) AS open, share.n AS share, d.breaker_state <> 'closed' AS probing
     FROM executions_destination d
+    CROSS JOIN LATERAL (SELECT {flow.EFFECTIVE} AS lim) eff
     CROSS JOIN LATERAL (
         SELECT count(*) AS held FROM executions_step r
         WHERE r.destination_id = d.id AND r.status = 'RUNNING' AND r.holds_slot) used
@@ -116,11 +119,11 @@ DESTINATION_BUDGETS = """
         FROM executions_step r
         WHERE r.destination_id = d.id AND r.status = 'RUNNING' AND r.leased_by = %(worker)s) mine
     CROSS JOIN LATERAL (
-        SELECT ceil(d.concurrency_limit::numeric / (SELECT n FROM sharers))::int AS n) share
+        SELECT ceil(eff.lim::numeric / (SELECT n FROM sharers))::int AS n) share
     CROSS JOIN LATERAL (
         SELECT greatest(0, least(
                -- least() skips NULLs: an unlimited destination falls through to coalesce.
-               coalesce(least(d.concurrency_limit - used.held, share.n - mine.held),
+               coalesce(least(eff.lim - used.held, share.n - mine.held),
                         %(limit)s),
                -- CASE, not coalesce: least()/greatest() skip NULLs, so an unset rate would read as 1.
                CASE WHEN d.rate_per_second IS NULL THEN %(limit)s
@@ -129,7 +132,7 @@ DESTINATION_BUDGETS = """
                                          * extract(epoch FROM now() - d.rate_updated_at)))::int END,
                %(limit)s)) AS n) free
     WHERE d.id = ANY(%(ids)s)
-"""
+"""  # noqa: S608 - constant SQL
 
 ALONE = "SELECT 1"  # ``sharers`` of a caller that shares its destinations' limits with no one
 
@@ -177,7 +180,7 @@ PROMOTE_QUEUED = """
 # database's time in `bench destination` (docs/performance-log.md, "Fifth pass").
 # Each granted row comes with its destination's config_version, read in the same statement: the
 # drain's copy of that version may start calls for a while longer (executions/core/calls.py, "Copies").
-TAKE_OVER_SLOTS = """
+TAKE_OVER_SLOTS = f"""
     WITH taker AS MATERIALIZED (
         SELECT s.id, s.destination_id,
                row_number() OVER (PARTITION BY s.destination_id ORDER BY l.n) AS n
@@ -185,16 +188,17 @@ TAKE_OVER_SLOTS = """
         JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) WITH ORDINALITY AS l(id, token, n) ON s.id = l.id
         WHERE s.id = ANY(%(ids)s) AND s.lease_token = l.token AND s.status = 'RUNNING' AND NOT s.holds_slot
     ), room AS MATERIALIZED (
-        SELECT d.id, d.config_version, d.concurrency_limit - (SELECT count(*) FROM executions_step r
-                                                              WHERE r.destination_id = d.id
-                                                                AND r.status = 'RUNNING' AND r.holds_slot) AS n
+        SELECT d.id, d.config_version, {flow.EFFECTIVE} - (SELECT count(*) FROM executions_step r
+                                                        WHERE r.destination_id = d.id
+                                                          AND r.status = 'RUNNING' AND r.holds_slot) AS n,
+               {flow.BLOCKED_FOR} AS blocked_for
         FROM executions_destination d WHERE d.id IN (SELECT destination_id FROM taker)
     )
     UPDATE executions_step s SET holds_slot = true
     FROM taker JOIN room ON room.id = taker.destination_id
     WHERE s.id = taker.id AND (room.n IS NULL OR taker.n <= room.n)
-    RETURNING s.id, room.id, room.config_version
-"""
+    RETURNING s.id, room.id, room.config_version, room.blocked_for
+"""  # noqa: S608 - constant SQL
 
 # Spend the tokens of the claimed requests (rows are still locked by this transaction).
 SPEND_RATE_TOKENS = """
@@ -238,8 +242,7 @@ def worker_label() -> str:
 
 
 class Lease(NamedTuple):
-    """A step's lease as the fence checks it (a named tuple: built for every step of every
-    commit and heartbeat)."""
+    """A step's lease as the fence checks it (a named tuple: built for every step of every commit)."""
 
     step_id: int
     token: uuid.UUID
@@ -259,6 +262,7 @@ class ClaimedStep:
     claimed_at: datetime
     lease_expiries: int = 0
     holds_slot: bool = True  # False: claimed into its drain's queue, waiting for a slot
+    throttled_waits: int = 0  # throttled answers this round (executions/core/flow.py)
 
     @property
     def lease(self) -> Lease:
@@ -300,6 +304,7 @@ def _claim(cursor: Any, step_ids: list[int], queued: list[int] | None = None) ->
             lease_token=row["lease_token"], state=_state(row["state"]),
             destination_id=row["destination_id"],
             claimed_at=row["claimed_at"], lease_expiries=row["lease_expiries"], holds_slot=row["holds_slot"],
+            throttled_waits=row["throttled_waits"],
         )
         for row in moved
     ]
@@ -373,6 +378,7 @@ class Budget(NamedTuple):
     queue: int  # steps more to claim into its queue
     open: int | None  # the destination's free slots, whatever the share (None: unlimited)
     share: int | None  # the slots this worker may hold while READY steps wait (None: unlimited)
+    probing: bool = False  # its breaker is not closed: the one slot is a probe (flow.mark_probes)
 
 
 def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool, promoted: set[int] | None,
@@ -404,6 +410,8 @@ def _claim_destinations(cursor: Any, limit: int, *, alone: bool, queue: bool, pr
         queued = [step_id for step_id, _, holds in rows if not holds]
     claimed = _claim(cursor, step_ids, queued)
     found = Counter(step.destination_id for step in claimed if step.destination_id is not None)
+    if probing := {b.id for b in budgets if b.probing}:
+        flow.mark_probes(cursor, {c.destination_id: c.step_id for c in claimed if c.destination_id in probing})
     # A destination whose candidates fell short of its budget has no READY step left (unless
     # the overall limit cut the candidates short).
     exhausted = set() if len(rows) >= limit else {b.id for b in every if found[b.id] < b.free + b.queue}
@@ -443,22 +451,25 @@ def _lease_params(leases_: list[Lease]) -> dict[str, Any]:
     return {"ids": [lease.step_id for lease in leases_], "tokens": [lease.token for lease in leases_]}
 
 
-def take_over_slots(cursor: Any, leases_: list[Lease], versions: dict[int, int] | None = None) -> set[int]:
-    """Queued steps that started in the slots of the steps being committed in this
-    transaction take those slots (see "Slots" above); returns the ids that did. ``versions``
-    receives the config_version of each destination where one did."""
+def take_over_slots(cursor: Any, leases_: list[Lease], versions: dict[int, int] | None = None,
+                    blocked: dict[int, float] | None = None) -> set[int]:
+    """Queued steps that started in the slots of the steps being committed in this transaction
+    take those slots (see "Slots" above); returns the ids that did. ``versions`` receives the
+    config_version of each destination where one did, ``blocked`` flow.BLOCKED_FOR there (0: none)."""
     if not leases_:
         return set()
     cursor.execute(TAKE_OVER_SLOTS, _lease_params(leases_))
     rows = cursor.fetchall()
     if versions is not None:
-        versions.update((destination, version) for _, destination, version in rows)
+        versions.update((destination, version) for _, destination, version, _ in rows)
+    if blocked is not None:
+        blocked.update((d, max(seconds, blocked.get(d, 0.0))) for _, d, _, seconds in rows)
     return {row[0] for row in rows}
 
 
 def fence(cursor: Any, leases_: list[Lease]) -> set[int]:
-    """Lock the steps still leased to their holder (see FENCE); returns their ids. Call in
-    the transaction that commits their results; the others' results are stale."""
+    """Lock the steps still leased to their holder (FENCE), in the transaction that commits
+    their results; returns their ids (the others' results are stale)."""
     if not leases_:
         return set()
     cursor.execute(FENCE, _lease_params(leases_))
@@ -475,9 +486,8 @@ def heartbeat(cursor: Any, leases_: list[Lease]) -> set[int]:
 
 
 def release(cursor: Any, leases_: list[Lease]) -> int:
-    """Hand steps back (RUNNING → READY, no attempt consumed) when their worker shuts down,
-    so another worker takes them now instead of after the lease expires. Fenced: a step
-    whose lease is no longer ours is left alone."""
+    """Hand steps back (RUNNING → READY, no attempt consumed) when their worker shuts down, so
+    another takes them now, not after the lease expires; fenced (a lost lease is left alone)."""
     ours = fence(cursor, leases_)
     if not ours:
         return 0
@@ -485,9 +495,6 @@ def release(cursor: Any, leases_: list[Lease]) -> int:
 
 
 def reap(cursor: Any, limit: int = 1000) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Return expired leases to READY (attempt + 1) or fail steps out of attempts.
-
-    Returns ``(requeued, failed)``; the caller fails the executions of ``failed`` steps
-    in the same transaction.
-    """
+    """Return expired leases to READY (attempt + 1) or fail steps out of attempts: ``(requeued,
+    failed)``; the caller fails the executions of ``failed`` steps in the same transaction."""
     return state.requeue_expired(cursor, limit), state.fail_expired(cursor, limit)

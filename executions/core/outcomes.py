@@ -23,6 +23,7 @@ class Outcome:
     reason: str = ""
     state: dict[str, Any] | None = None
     wait: Any = None  # for await: the wait to register with the transition (core/waits.WaitSpec)
+    throttled: bool = False  # for wait: a throttled answer's (counts against max_throttled_waits)
 
 
 def succeeded(output: Any = NO_OUTPUT, *, next: str | None = None, end: str | None = None,

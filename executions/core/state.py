@@ -477,9 +477,10 @@ def claim_steps(cursor: Any, step_ids: Sequence[int], *, lease_seconds: float, w
               "leased_by": "%(worker)s",
               "holds_slot": "s.id <> ALL(%(queued)s::bigint[])"},
         returning=("s.lease_token", "s.state", "s.prev_vertex", "s.max_attempts", "s.destination_id",
-                   "now() AS claimed_at", "s.lease_expiries", "s.holds_slot"),
+                   "now() AS claimed_at", "s.lease_expiries", "s.holds_slot", "s.throttled_waits"),
+        # what leases._claim reads:
         select=("id", "execution_id", "vertex", "prev_vertex", "attempt", "max_attempts", "lease_token", "state",
-                "destination_id", "claimed_at", "lease_expiries", "holds_slot"),  # what leases._claim reads
+                "destination_id", "claimed_at", "lease_expiries", "holds_slot", "throttled_waits"),
     )
 
 
@@ -550,15 +551,19 @@ def fail_steps(cursor: Any, step_ids: Sequence[int], *, errors: Sequence[str]) -
 
 
 def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], due_in: Sequence[float | None],
-               reasons: Sequence[str], states: Sequence[str | None]) -> set[int]:
-    """RUNNING → READY at a due time (a timer, a deferral), no attempt consumed; ``due_at``
-    wins over ``due_in`` seconds from now; a ``state`` (JSON text) replaces the step's."""
+               reasons: Sequence[str], states: Sequence[str | None], throttled: Sequence[bool] = ()) -> set[int]:
+    """RUNNING → READY at a due time (a timer, a deferral, a destination's cooldown), no
+    attempt consumed; ``due_at`` wins over ``due_in`` seconds from now; a ``state`` (JSON text)
+    replaces the step's; a ``throttled`` wait counts one more of the round's throttled waits
+    (executions/core/flow.py)."""
     source = _rows({"due_at": ("timestamptz", due_at), "due_in": ("float8", due_in),
                     "reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
+                    "throttled": ("int", [int(t) for t in throttled] or [0] * len(step_ids)),
                     "message": ("text", reasons)}, id_values=step_ids)
     return _move_step_ids(cursor, S.READY, source, from_=[S.RUNNING], sets={
         "due_at": "coalesce(src.due_at, now() + make_interval(secs => coalesce(src.due_in, 0)))",
-        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)",
+        "throttled_waits": "s.throttled_waits + src.throttled"})
 
 
 def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str],
@@ -666,7 +671,7 @@ def cancel_open_steps(cursor: Any, execution_ids: Sequence[Any], *, message: str
 
 # A new round (S16): attempt + 1 and ``budget`` more attempts, due now.
 _NEW_ROUND = {"attempt": "s.attempt + 1", "max_attempts": "s.attempt + src.budget", "due_at": "now()",
-              "wait_reason": "''", "error": "''"}
+              "wait_reason": "''", "error": "''", "throttled_waits": "0"}
 
 
 def retry_failed_steps(cursor: Any, step_ids: Sequence[int], *, budgets: Sequence[int],

@@ -36,7 +36,7 @@ import httpx  # its URL parser only
 from django.conf import settings
 from django.core.checks import Error, register
 
-from executions.destinations import http11
+from executions.destinations import http11, throttling
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +245,12 @@ class Fetched:
     status: int
     content: bytes
     content_type: str
+    # Of a 429 or 5xx answer only: the headers that say how long to wait (throttling.SENT).
+    waits: tuple[tuple[str, str], ...] = ()
+
+    def header(self, name: str) -> str:
+        """A header of ``waits`` (lower-case name), or ''."""
+        return next((value for key, value in self.waits if key == name), "")
 
     def body(self) -> Any:
         """The body as JSON when it is JSON, else as text; None when empty."""
@@ -325,7 +331,10 @@ async def fetch_async(method: str, url: str, *, json_body: Any = None, headers: 
     if encoding not in ("", "identity"):
         raise UnsupportedEncoding(f"the response is compressed ({encoding}) although "
                                   f"'Accept-Encoding: identity' was asked for")
-    return Fetched(answer.status, answer.content, answer.header(b"content-type"))
+    waits = () if answer.status != 429 and answer.status < 500 else tuple(
+        (key.decode("latin-1"), value.decode("latin-1")) for key, value in answer.headers
+        if key.decode("latin-1") in throttling.SENT)
+    return Fetched(answer.status, answer.content, answer.header(b"content-type"), waits)
 
 
 # The framing and the encoding are ours: a caller's headers of these names are dropped.

@@ -1,7 +1,9 @@
 """Destinations (S11): the one home of their rules, their writes and their SQL.
 
 - **Rules.** ``validated`` checks every destination field (name pattern, base URL, timeout,
-  concurrency limit, rate, response cap) and reports each bad field with one message. The
+  concurrency limit, rate, response cap, and the flow-control settings of issue 29: mode,
+  floor, cooldown cap, throttled waits, breaker; the flow state is read-only) and reports
+  each bad field with one message. The
   API and the UI pass what they received (JSON values; form text turned into the values it
   stands for) and show these messages unchanged, so the same bad input reads the same in both.
 - **Writes.** ``create_destination`` and ``update_destination``.
@@ -21,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
 from executions.core import calls as call_log
+from executions.core import flow
 from executions.destinations import credentials as credential_rules
 from executions.destinations import outbound
 from workflows import fields as field_rules
@@ -40,9 +43,19 @@ MAX_RATE = 1_000_000.0
 DEFAULT_MAX_RESPONSE_BYTES = outbound.DEFAULT_MAX_BYTES
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024
 
+MAX_COOLDOWN = 86_400.0
+MAX_WAITS = 1_000_000
+MODES = ("fixed", "adaptive")
+BREAKER_DEFAULTS = {"failure_ratio": 0.5, "min_calls": 20, "window_seconds": 30.0, "open_seconds": 30.0}
+
 REQUIRED = ("name", "base_url")
 EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes",
-            "credentials")
+            "credentials", "concurrency_mode", "concurrency_min", "max_cooldown_seconds", "max_throttled_waits",
+            "breaker")
+# The flow state the engine keeps (executions/core/flow.py): shown, never written by a client.
+READ_ONLY = ("cooling_until", "concurrency_current", "breaker_state")
+# A change of one of them starts the flow state afresh (flow.reset).
+FLOW_SETTINGS = frozenset({"concurrency_mode", "concurrency_min", "concurrency_limit", "breaker"})
 # What a call reads (executions/core/calls.py, FOR_CALLS): a change of one of them returns only
 # once every call that starts after it uses the new value (calls.outlive_copies).
 CALL_SETTINGS = frozenset({"base_url", "timeout_seconds", "max_response_bytes", "credentials"})
@@ -57,6 +70,14 @@ RULES = {
     "max_response_bytes": f"a whole number of bytes from 1 to {MAX_RESPONSE_BYTES:,} "
                           f"(default {DEFAULT_MAX_RESPONSE_BYTES:,})",
     "credentials": credential_rules.RULE,
+    "concurrency_mode": "\"fixed\" (concurrency_limit is the limit) or \"adaptive\" (the engine finds the limit "
+                        "between concurrency_min and concurrency_limit, which is then required)",
+    "concurrency_min": f"a whole number from 1 to {MAX_LIMIT:,}, at most concurrency_limit (default 1)",
+    "max_cooldown_seconds": f"a number of seconds in (0, {MAX_COOLDOWN:g}] (default 300)",
+    "max_throttled_waits": f"a whole number from 0 to {MAX_WAITS:,} (default 100)",
+    "breaker": "null, or an object with failure_ratio (a number in (0, 1)), min_calls (a whole number from 1 to "
+               "10,000), window_seconds and open_seconds (numbers of seconds in (0, 86,400]); "
+               "omitted keys take the defaults 0.5, 20, 30, 30",
 }
 
 # The same rules as JSON Schema (the API's schema states them). A base URL's host here is a name
@@ -74,6 +95,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "rate_per_second": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_RATE},
     "max_response_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_RESPONSE_BYTES},
     "credentials": credential_rules.SCHEMA,
+    "concurrency_mode": {"type": "string", "enum": sorted(MODES)},
+    "concurrency_min": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    "max_cooldown_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COOLDOWN},
+    "max_throttled_waits": {"type": "integer", "minimum": 0, "maximum": MAX_WAITS},
+    "breaker": {"type": ["object", "null"], "additionalProperties": False, "properties": {
+        "failure_ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "min_calls": {"type": "integer", "minimum": 1, "maximum": 10_000},
+        "window_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COOLDOWN},
+        "open_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COOLDOWN}}},
 }
 
 
@@ -144,6 +174,57 @@ def _max_response_bytes(value: Any) -> int:
     return int(value)
 
 
+def _mode(value: Any) -> str:
+    if value not in MODES:
+        raise _must("concurrency_mode")
+    return str(value)
+
+
+def _whole(field: str, low: int, high: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if not _is_number(value) or value != int(value) or not low <= value <= high:
+            raise _must(field)
+        return int(value)
+    return check
+
+
+def _cooldown(value: Any) -> float:
+    if not _is_number(value) or not 0 < value <= MAX_COOLDOWN:
+        raise _must("max_cooldown_seconds")
+    return float(value)
+
+
+def _breaker(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - set(BREAKER_DEFAULTS):
+        raise _must("breaker")
+    clean = {**BREAKER_DEFAULTS, **value}
+    ratio, calls = clean["failure_ratio"], clean["min_calls"]
+    seconds = (clean["window_seconds"], clean["open_seconds"])
+    if not _is_number(ratio) or not 0 < ratio < 1 or not _is_number(calls) or calls != int(calls) \
+            or not 1 <= calls <= 10_000 or not all(_is_number(x) and 0 < x <= MAX_COOLDOWN for x in seconds):
+        raise _must("breaker")
+    return {"failure_ratio": float(ratio), "min_calls": int(calls), "window_seconds": float(seconds[0]),
+            "open_seconds": float(seconds[1])}
+
+
+def _read_only(field: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        raise Bad("is read-only: the engine keeps it")
+    return check
+
+
+def _consistent(mode: str, limit: int | None, floor: int) -> None:
+    """Rules across fields (a PATCH is checked with the fields it leaves as they are)."""
+    if mode == "adaptive" and limit is None:
+        message = "adaptive mode needs concurrency_limit, its ceiling"
+        raise Invalid(message, errors=[{"field": "concurrency_limit", "message": message}])
+    if limit is not None and floor > limit and mode == "adaptive":
+        message = f"must be at most concurrency_limit ({limit})"
+        raise Invalid(f"concurrency_min: {message}", errors=[{"field": "concurrency_min", "message": message}])
+
+
 def _credentials(value: Any) -> dict[str, str]:
     """The model's two columns for ``value``: sealed credentials and their kind (both empty: none)."""
     try:
@@ -158,6 +239,9 @@ def _credentials(value: Any) -> dict[str, str]:
 CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": _name, "base_url": _base_url, "timeout_seconds": _timeout, "concurrency_limit": _limit,
     "rate_per_second": _rate, "max_response_bytes": _max_response_bytes, "credentials": _credentials,
+    "concurrency_mode": _mode, "concurrency_min": _whole("concurrency_min", 1, MAX_LIMIT),
+    "max_cooldown_seconds": _cooldown, "max_throttled_waits": _whole("max_throttled_waits", 0, MAX_WAITS),
+    "breaker": _breaker, **{field: _read_only(field) for field in READ_ONLY},
 }
 
 
@@ -180,10 +264,15 @@ def create_destination(workspace: Any, *, system_actor: Any = None, **fields: An
     from executions.models import Destination
 
     clean = validated(fields, required=REQUIRED)
+    _consistent(clean.get("concurrency_mode", "fixed"), clean.get("concurrency_limit"), clean.get("concurrency_min", 1))
     sudo.require_destination(str(clean["name"]), system_actor, "creating")
     try:
         with transaction.atomic():
-            return Destination.objects.create(workspace=workspace, **_columns(clean))
+            created = Destination.objects.create(workspace=workspace, **_columns(clean))
+            if FLOW_SETTINGS & clean.keys():
+                _reset_flow(created)
+                created.refresh_from_db()
+            return created
     except IntegrityError as error:
         raise Conflict(f"a destination named '{clean['name']}' already exists") from error
 
@@ -198,23 +287,36 @@ def update_destination(destination: Any, *, system_actor: Any = None, **fields: 
     from executions.models import Destination
 
     sudo.require_destination(destination.name, system_actor, "changing")
-    unknown = sorted(set(fields) - set(EDITABLE))
+    unknown = sorted(set(fields) - set(EDITABLE) - set(READ_ONLY))
     if unknown:
         raise Invalid(f"not editable: {', '.join(unknown)}",
                       errors=[{"field": f, "message": "not editable"} for f in unknown])
     clean = validated(fields)
     if clean:
         with transaction.atomic():
-            current = Destination.objects.select_for_update().only("base_url", "credentials_kind") \
+            current = Destination.objects.select_for_update() \
+                .only("base_url", "credentials_kind", "concurrency_mode", "concurrency_limit", "concurrency_min") \
                 .get(pk=destination.pk)
             _keep_secrets_home(current, clean)
+            _consistent(clean.get("concurrency_mode", current.concurrency_mode),
+                        clean.get("concurrency_limit", current.concurrency_limit),
+                        clean.get("concurrency_min", current.concurrency_min))
             Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
+            if FLOW_SETTINGS & clean.keys():
+                _reset_flow(current)
             # After our UPDATE holds the row: a claim that read the old values has committed
             # its steps (they show here); a later one reads the new values.
             if CALL_SETTINGS & clean.keys() and _copies_in_use(destination.pk):
                 transaction.on_commit(call_log.outlive_copies)
         destination.refresh_from_db()
     return destination
+
+
+def _reset_flow(destination: Any) -> None:
+    """The flow state after its settings changed (flow.reset: adaptive starts at its last
+    current limit or the floor, fixed forgets it, no breaker is a closed one)."""
+    with connection.cursor() as cursor:
+        flow.reset(cursor, destination.pk)
 
 
 def _copies_in_use(destination_id: int) -> bool:

@@ -221,7 +221,7 @@ def _apply(cursor: Any, groups: dict[str, list[tuple[StepRun, Outcome]]]) -> set
         moved |= state.wait_steps(
             cursor, [r.step_id for r, _ in waiting], due_at=[o.due_at for _, o in waiting],
             due_in=[o.due_in for _, o in waiting], reasons=[o.reason for _, o in waiting],
-            states=[_json(o.state) for _, o in waiting])
+            states=[_json(o.state) for _, o in waiting], throttled=[o.throttled for _, o in waiting])
     if awaited := groups.get("await"):
         moved |= _await(cursor, awaited)
     if signalled := groups.get("signal"):

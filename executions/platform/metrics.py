@@ -73,6 +73,10 @@ DESTINATION_ERRORS = Counter(f"{PREFIX}destination_errors_total", "Outbound call
                              ["workspace", "destination", "reason"])
 DESTINATION_CALL_SECONDS = Histogram(f"{PREFIX}destination_call_seconds", "Outbound call latency per destination.",
                                      ["workspace", "destination"], buckets=CALL_BUCKETS)
+DESTINATION_THROTTLED = Counter(f"{PREFIX}destination_throttled_total", "Throttled answers of a destination (429, "
+                                "or 503 with Retry-After).", ["workspace", "destination"])
+DESTINATION_COOLDOWNS = Counter(f"{PREFIX}destination_cooldowns_total", "Cooldowns a destination's throttled answers "
+                                "started (no call to it until they end).", ["workspace", "destination"])
 DRAIN_ERRORS = Counter(f"{PREFIX}drain_errors_total", "Errors a drain recovered from: a lost database "
                        "connection, anything unexpected, a result the database refused.", ["reason"])
 
@@ -217,6 +221,28 @@ def destination_calls(rows: Sequence[tuple[int, int, int | None, float, str]]) -
             DESTINATION_ERRORS.labels(*labels, reason).inc(number)
 
 
+def destination_flow(destination_id: int, *, throttled: int, cooldowns: int) -> None:
+    """A commit's throttled answers and started cooldowns at a destination (counted at commit)."""
+    if not throttled and not cooldowns:
+        return
+
+    def count() -> None:
+        labels = _labels_of(destination_id)
+        if throttled:
+            DESTINATION_THROTTLED.labels(*labels).inc(throttled)
+        if cooldowns:
+            DESTINATION_COOLDOWNS.labels(*labels).inc(cooldowns)
+    transaction.on_commit(never_raises(count))
+
+
+def _labels_of(destination_id: int) -> tuple[str, str]:
+    if destination_id not in _destination_labels:
+        with connection.cursor() as cursor:
+            cursor.execute(DESTINATION_LABELS, {"ids": [destination_id]})
+            _destination_labels.update({row[0]: (row[1], row[2]) for row in cursor.fetchall()})
+    return _destination_labels.get(destination_id, ("?", str(destination_id)))
+
+
 def workspace_slug(workspace_id: int) -> str:
     """A workspace's slug, the ``workspace`` label (looked up once per process)."""
     if workspace_id not in _slugs:
@@ -261,7 +287,10 @@ DESTINATIONS = """
               AND s.due_at <= now())
            + (SELECT count(*) FROM executions_step s
               WHERE s.destination_id = d.id AND s.status = 'RUNNING' AND NOT s.holds_slot),
-           d.concurrency_limit
+           d.concurrency_limit,
+           CASE WHEN d.concurrency_mode = 'adaptive' THEN coalesce(d.concurrency_current, d.concurrency_min)
+                ELSE coalesce(d.concurrency_current, d.concurrency_limit) END,
+           d.breaker_state <> 'closed'
     FROM executions_destination d JOIN workflows_workspace w ON w.id = d.workspace_id
     ORDER BY w.slug, d.name
 """
@@ -302,12 +331,20 @@ class DatabaseCollector(Collector):
                          None, ["workspace", "destination"])
         limit = _gauge("destination_concurrency_limit", "A destination's concurrency limit (absent: unlimited).",
                        None, ["workspace", "destination"])
-        for name, workspace, running_calls, waiting_calls, concurrency in destinations:
+        current = _gauge("destination_concurrency_current", "The limit a destination's calls keep to now: adaptive "
+                         "mode's current limit, or the ramp after a cooldown (absent: unlimited).",
+                         None, ["workspace", "destination"])
+        breaker_open = _gauge("destination_breaker_open", "1 while a destination's circuit breaker is open or "
+                              "half-open, else 0.", None, ["workspace", "destination"])
+        for name, workspace, running_calls, waiting_calls, concurrency, now_limit, is_open in destinations:
             in_flight.add_metric([workspace, name], running_calls)
             waiting.add_metric([workspace, name], waiting_calls)
             if concurrency is not None:
                 limit.add_metric([workspace, name], concurrency)
-        yield from (in_flight, waiting, limit)
+            if now_limit is not None:
+                current.add_metric([workspace, name], now_limit)
+            breaker_open.add_metric([workspace, name], 1 if is_open else 0)
+        yield from (in_flight, waiting, limit, current, breaker_open)
         yield _gauge("payload_bytes", "Bytes held by the payload store (S7).", int(payload_bytes))
         yield _gauge("payload_capacity_bytes", "The payload store's capacity (SB_PAYLOAD_CAPACITY_BYTES).",
                      int(settings.SB["PAYLOAD_CAPACITY_BYTES"]))

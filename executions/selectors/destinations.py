@@ -4,10 +4,12 @@ Limits page, and free slots for steps that wait for one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
+from executions.core import flow
 from executions.models import Destination
 from workflows.errors import NotFound
 from workflows.models import Workspace
@@ -42,7 +44,8 @@ def by_id(workspace: Workspace, destination_id: int) -> Destination:
 
 # Per destination: slots in use, steps waiting for one (due and READY, or claimed into a
 # worker's queue: RUNNING without a slot, leases.py "Slots"), and over the last five minutes
-# the calls, the failed calls and the p50/p95 latency.
+# the calls, the failed calls, the 429s and the p50/p95 latency. (The flow state — mode,
+# concurrency_current, cooling_until, breaker_state — is the Destination's own columns.)
 LIVE_COUNTS = """
     SELECT d.id,
            (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
@@ -55,6 +58,8 @@ LIVE_COUNTS = """
                 AND c.created_at > now() - interval '5 minutes') AS calls,
            (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
                 AND c.created_at > now() - interval '5 minutes' AND NOT c.ok) AS errors,
+           (SELECT count(*) FROM executions_destinationcall c WHERE c.destination_id = d.id
+                AND c.created_at > now() - interval '5 minutes' AND c.status_code = 429) AS throttled,
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY c.latency_ms) FROM executions_destinationcall c
                 WHERE c.destination_id = d.id AND c.created_at > now() - interval '5 minutes') AS p50_ms,
            (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY c.latency_ms) FROM executions_destinationcall c
@@ -64,7 +69,7 @@ LIVE_COUNTS = """
 
 
 def live_counts(destination_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """By destination id: in_flight, waiting, calls, errors, p50_ms, p95_ms."""
+    """By destination id: in_flight, waiting, calls, errors, throttled (429s), p50_ms, p95_ms."""
     if not destination_ids:
         return {}
     with connection.cursor() as cursor:
@@ -73,34 +78,54 @@ def live_counts(destination_ids: list[int]) -> dict[int, dict[str, Any]]:
         return {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
 
 
-# Each destination's concurrency limit and the slots its RUNNING steps hold (the partial
-# RUNNING index; a step queued in its drain for a slot holds none, leases.py "Slots").
-SLOTS = """
-    SELECT d.id, d.name, d.concurrency_limit,
+# Each destination's limit in effect (flow.EFFECTIVE: the configured one, the current one of
+# adaptive mode or a ramp, one probe while the breaker is not closed), the slots its RUNNING
+# steps hold (the partial RUNNING index; a step queued in its drain for a slot holds none,
+# leases.py "Slots"), and its flow state: cooling down, breaker open.
+SLOTS = f"""
+    SELECT d.id, d.name, {flow.EFFECTIVE},
            (SELECT count(*) FROM executions_step s WHERE s.destination_id = d.id AND s.status = 'RUNNING'
-                AND s.holds_slot)
+                AND s.holds_slot),
+           CASE WHEN d.cooling_until > now() THEN d.cooling_until END,
+           d.breaker_state, CASE WHEN d.breaker_state <> 'closed' THEN d.breaker_open_until END
     FROM executions_destination d WHERE d.id = ANY(%(ids)s)
-"""
+"""  # noqa: S608 - constant SQL
 
 
 @dataclass(frozen=True)
 class Slots:
     name: str
-    limit: int | None
+    limit: int | None  # the limit in effect now
     in_flight: int
+    cooling_until: datetime | None = None  # while it cools down after a throttled answer
+    breaker_state: str = "closed"
+    breaker_open_until: datetime | None = None
 
     @property
     def saturated(self) -> bool:
         return self.limit is not None and self.in_flight >= self.limit
 
+    @property
+    def held(self) -> str:
+        """Why no step may call it now (a cooldown, an open breaker), in words, or ''."""
+        if self.cooling_until is not None:
+            return f"destination '{self.name}' is cooling down after a throttled answer until " \
+                   f"{self.cooling_until.isoformat(timespec='seconds')}"
+        if self.breaker_state == "open" and self.breaker_open_until is not None:
+            return f"destination {self.name} is failing: circuit open until " \
+                   f"{self.breaker_open_until.isoformat(timespec='seconds')}"
+        if self.breaker_state != "closed":
+            return f"destination {self.name} is failing: one probe call decides whether its circuit closes"
+        return ""
+
 
 def slots(destination_ids: list[int]) -> dict[int, Slots]:
-    """In-flight steps against each destination's limit."""
+    """In-flight steps against each destination's limit in effect, and its flow state."""
     if not destination_ids:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(SLOTS, {"ids": destination_ids})
-        return {row[0]: Slots(row[1], row[2], row[3]) for row in cursor.fetchall()}
+        return {row[0]: Slots(*row[1:]) for row in cursor.fetchall()}
 
 
 # The last ``minutes`` of each destination's call log in buckets of ``bucket`` seconds, by the

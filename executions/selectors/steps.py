@@ -13,12 +13,14 @@ from executions.selectors import waits
 
 # What a READY step due later waits for, from its reason (the first prefix found in it).
 TIMED_WAITS = (("timer", "timer"), ("retry backoff", "retry backoff"), ("payload pressure", "payload pressure"),
-               ("quota", "quota"), ("maxconcurrency", "fan-out slot"))
+               ("quota", "quota"), ("maxconcurrency", "fan-out slot"),
+               ("throttled by", "destination cooldown"), ("circuit open", "destination circuit open"))
 
 
 @dataclass(frozen=True)
 class Waiting:
-    # callback, event, children, signal, timer, retry backoff, payload pressure, quota, fan-out slot, deferred
+    # callback, event, children, signal, timer, retry backoff, payload pressure, quota, fan-out slot, deferred,
+    # destination cooldown, destination circuit open (issue 29)
     kind: str
     reason: str
     next_check_at: datetime | None  # when it is looked at again (None: when a signal wakes it)

@@ -184,6 +184,8 @@ def wait_reason(step: Step, slots: dict[int, Slots]) -> tuple[str, str]:
     if step.status != StepStatus.READY:
         return "", ""
     slot = slots.get(step.destination_id) if step.destination_id else None
+    if slot is not None and slot.held:
+        return "destination flow", slot.held
     if slot is not None and slot.saturated:
         return "destination slot", (f"destination '{slot.name}' has no free slot "
                                     f"({slot.in_flight:,} in flight, limit {slot.limit:,})")

@@ -24,7 +24,7 @@ import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
 from executions.core import calls as call_log
-from executions.core import leases, state
+from executions.core import flow, leases, state
 from executions.core.outcomes import Outcome, failed
 from executions.core.runs import StepRun
 from executions.engine import runner as engine
@@ -47,12 +47,16 @@ def connection_lost(error: BaseException) -> bool:
     return isinstance(error, CONNECTION_LOST) and not transient.is_transient(error)
 
 
-def commit(results: Results, takers: Sequence[leases.Lease] = (), versions: dict[int, int] | None = None) -> set[int]:
+def commit(results: Results, takers: Sequence[leases.Lease] = (), versions: dict[int, int] | None = None,
+           blocked: dict[int, float] | None = None) -> set[int]:
     """Commit ``results`` (see the module doc); returns the step ids of ``takers`` — queued
     steps running in the slots of finished ones — that took those slots over. ``versions``
-    receives the config version of each destination where one did (leases.take_over_slots)."""
+    receives the config version of each destination where one did (leases.take_over_slots),
+    ``blocked`` the seconds until calls may start again at each destination whose flow state
+    the commit read (0: now; more: cooling down or breaker open; flow.judged,
+    leases.take_over_slots)."""
     try:
-        return commit_or_wait(results, takers, versions)
+        return commit_or_wait(results, takers, versions, blocked)
     except DatabaseError as error:
         if connection_lost(error):
             raise
@@ -61,14 +65,14 @@ def commit(results: Results, takers: Sequence[leases.Lease] = (), versions: dict
 
 
 def commit_or_wait(results: Results, takers: Sequence[leases.Lease] = (),
-                   versions: dict[int, int] | None = None) -> set[int]:
+                   versions: dict[int, int] | None = None, blocked: dict[int, float] | None = None) -> set[int]:
     """One transaction, tried again on a transient error and across a lost connection for up
     to half a lease; a refused result raises."""
     give_up_at = time.monotonic() + leases.lease_seconds() / 2
     pause = 0.1
     while True:
         try:
-            return transient.retrying(lambda: commit_once(results, takers, versions))
+            return transient.retrying(lambda: commit_once(results, takers, versions, blocked))
         except DatabaseError as error:
             if not connection_lost(error) or time.monotonic() > give_up_at:
                 raise
@@ -80,8 +84,10 @@ def commit_or_wait(results: Results, takers: Sequence[leases.Lease] = (),
 
 
 def commit_once(results: Results, takers: Sequence[leases.Lease] = (),
-                versions: dict[int, int] | None = None) -> set[int]:
-    """One attempt: the results, their call log and the slot take-over in one transaction.
+                versions: dict[int, int] | None = None, blocked: dict[int, float] | None = None) -> set[int]:
+    """One attempt: the results, their call log, their destinations' flow state (which may
+    turn a throttled step's failure into a wait: flow.judged, flow.settle) and the slot take-over in one
+    transaction.
 
     The fan-out counters come last, so their row — the one every worker's commit of a
     fan-out's children updates — is locked only from that update to COMMIT
@@ -89,9 +95,11 @@ def commit_once(results: Results, takers: Sequence[leases.Lease] = (),
     calls = [row for run, _ in results for row in run.extra.get("calls", ())]
     counts = state.FanoutCounts()
     with metrics.timed(metrics.COMMIT_SECONDS), transaction.atomic(), connection.cursor() as cursor:
-        engine.commit(cursor, results, counts=counts)
-        call_log.record_calls(calls, cursor=cursor)
-        taken = leases.take_over_slots(cursor, list(takers), versions)
+        call_log.record_calls(calls, cursor=cursor)  # first: the flow window's p90 reads them
+        judged, pending = flow.judged(cursor, results, blocked)
+        engine.commit(cursor, judged, counts=counts)
+        taken = leases.take_over_slots(cursor, list(takers), versions, blocked)
+        flow.settle(cursor, pending, blocked)  # late: a destination row it locks is locked until COMMIT
         counts.apply(cursor)
         return taken
 

@@ -29,6 +29,14 @@ class SlotGate:
     ``copy``: the drain's copy of the destination's call settings; a step starts only while
     it is fresh, and with it (copies.py) — a lapsed one waits for the drain to read it again
     (``waiting_for_copy``), so a call never starts with settings a change has replaced.
+    ``paused_until``: the destination is cooling down or its breaker is open (issue 29): no
+    queued step starts before it. A throttled answer pauses the gate the moment it arrives
+    (``release(pause=...)``), before its commit; the drain's commits and copies tell it of
+    pauses other drains' answers started (``pause``), so no call starts during a cooldown later
+    than the drain's next commit or copy read (within COPY_SECONDS). In adaptive mode a slot
+    whose call failed is not used again before the commit gives it up (``held_back``): an
+    overloaded server that fails fast would otherwise be sent the next call at once, and
+    the next, many times per window.
     Thread-safe: calls end on the event loop or on step threads; the drain's thread claims,
     commits and renews."""
 
@@ -40,6 +48,8 @@ class SlotGate:
         self.valid_until = 0.0  # monotonic time after which nothing starts until a renewal
         self.share: int | None = None  # the slots this drain may use now (None: all it holds)
         self.copy: Copy | None = None  # what its steps' calls use; none started without a fresh one
+        self.paused_until = 0.0  # monotonic time before which nothing starts (a cooldown, an open breaker)
+        self.held_back = 0  # slots whose call failed (adaptive mode), not used again before the commit
 
     def submit(self, start: Callable[[], None], *, holds_slot: bool) -> None:
         """Queue a claimed step's start (a step claimed into a free slot brings the slot)."""
@@ -49,11 +59,43 @@ class SlotGate:
             ready = self._ready()
         self._run(ready)
 
-    def release(self) -> None:
-        """A call ended: its slot goes to the next queued step, if any."""
+    def release(self, *, pause: float | None = None, failed: bool = False) -> bool:
+        """A call ended: its slot goes to the next queued step, if any — unless its answer
+        asked to ``pause`` (seconds) or it ``failed`` at an adaptive destination (then its
+        slot is held back until the commit: returns True)."""
         with self.lock:
             self.active -= 1
+            if pause:
+                self.paused_until = max(self.paused_until, time.monotonic() + pause)
+            held = failed and self.copy is not None and self.copy.values.get("concurrency_mode") == "adaptive"
+            self.held_back += held
             ready = self._ready()
+        self._run(ready)
+        return held
+
+    def pause(self, until: float, asked_at: float) -> None:
+        """A statement sent at monotonic ``asked_at`` read the destination's flow state: no queued
+        step starts before monotonic ``until``, and the copy knows the state (Copy.told)."""
+        with self.lock:
+            self.paused_until = max(self.paused_until, until)
+            if self.copy is not None:
+                self.copy = self.copy.told(asked_at)
+            ready = self._ready()
+        self._run(ready)
+
+    def given_up(self, slots: int, held_back: int) -> None:
+        """The commit gave up ``slots`` of this gate's slots, ``held_back`` of them held back."""
+        with self.lock:
+            self.slots -= slots
+            self.held_back = max(0, self.held_back - held_back)
+            ready = self._ready()
+        self._run(ready)
+
+    def resume(self) -> None:
+        """Start what a pause that has ended held back."""
+        with self.lock:
+            ready = self._ready() if self.queue and self.paused_until and time.monotonic() >= self.paused_until \
+                else []
         self._run(ready)
 
     def resize(self, delta: int) -> None:
@@ -76,9 +118,11 @@ class SlotGate:
         self._run(ready)
 
     def configure(self, copy: Copy) -> None:
-        """A copy of the destination's settings, just read."""
+        """A copy of the destination's settings, just read (with how long calls must wait there)."""
         with self.lock:
             self.copy = copy
+            if copy.blocked_for > 0:
+                self.paused_until = max(self.paused_until, copy.read_at + copy.blocked_for)
             ready = self._ready()
         self._run(ready)
 
@@ -96,15 +140,17 @@ class SlotGate:
         with self.lock:
             now = time.monotonic()
             return bool(self.queue) and now < self.valid_until and self.active < self._room() \
-                and not (self.copy is not None and self.copy.fresh(now))
+                and now >= self.paused_until and not (self.copy is not None and self.copy.fresh(now))
 
     def _room(self) -> int:
-        return self.slots if self.share is None else min(self.slots, self.share)
+        slots = self.slots - self.held_back
+        return slots if self.share is None else min(slots, self.share)
 
     def _ready(self) -> list[Callable[[], None]]:
         ready: list[Callable[[], None]] = []
         now = time.monotonic()
-        if self.queue and now < self.valid_until and self.copy is not None and self.copy.fresh(now):
+        if self.queue and now < self.valid_until and now >= self.paused_until and self.copy is not None \
+                and self.copy.fresh(now):
             room = self._room()
             while self.queue and self.active < room:
                 self.active += 1
@@ -150,6 +196,18 @@ class Gates:
         for destination, version in versions.items():
             if (gate := self.by_destination.get(destination)) is not None:
                 gate.confirm(version, asked_at)
+
+    def pause(self, blocked: dict[int, float], since: float) -> None:
+        """The flow state a statement sent at monotonic ``since`` read: no call may start for
+        ``blocked`` seconds (0: calls may start) at each destination."""
+        for destination, seconds in blocked.items():
+            if (gate := self.by_destination.get(destination)) is not None:
+                gate.pause(since + seconds, since)
+
+    def resume(self) -> None:
+        """Start the queued steps of gates whose pause has ended."""
+        for gate in self.by_destination.values():
+            gate.resume()
 
     def waiting_for_copies(self) -> list[int]:
         """The destinations whose queued steps wait for their copy to be read again."""

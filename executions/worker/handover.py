@@ -19,9 +19,13 @@ def hand_over(finished: Iterable[InFlight], in_flight: Iterable[InFlight]) -> li
     steps of ``in_flight`` that take a slot over in the commit (leases.take_over_slots);
     ``taken_over`` settles them once the commit said which it granted."""
     freed: dict[SlotGate, int] = {}
+    held: dict[SlotGate, int] = {}  # of them, slots held back after a failed call (gates.py)
     for entry in finished:
         if entry.gate is not None and entry.holds_slot:
             freed[entry.gate] = freed.get(entry.gate, 0) + 1
+        if entry.gate is not None and entry.held_back:
+            held[entry.gate] = held.get(entry.gate, 0) + 1
+            freed.setdefault(entry.gate, 0)
     if not freed:
         return []
     takers: list[InFlight] = []
@@ -31,8 +35,8 @@ def hand_over(finished: Iterable[InFlight], in_flight: Iterable[InFlight]) -> li
     for gate, count in freed.items():
         taking = [e for e in started if e.gate is gate][:count]
         takers += taking
-        if count > len(taking):
-            gate.resize(len(taking) - count)
+        if count > len(taking) or held.get(gate):
+            gate.given_up(max(0, count - len(taking)), held.get(gate, 0))
     return takers
 
 

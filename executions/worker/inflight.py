@@ -26,6 +26,7 @@ class InFlight:
     holds_slot: bool = True  # its row holds a destination slot (False: claimed into the queue)
     gate: SlotGate | None = None  # its destination's slots in this drain (a destination-bound step)
     admitted: float = 0.0  # monotonic time its gate gave it a slot to run in (0: still queued)
+    held_back: bool = False  # its call failed at an adaptive destination: its slot is not used again
 
     @property
     def bound(self) -> bool:

@@ -220,6 +220,7 @@ class Drain:
         has not claimed for, nor committed a hand-over at, in COPY_SECONDS), so they start
         now and the coming commit hands them the slots of the calls that ended. A database
         error leaves them waiting (the commit that follows meets it too)."""
+        self.gates.resume()
         waiting = self.gates.waiting_for_copies()
         if not waiting:
             return
@@ -258,7 +259,10 @@ class Drain:
             takers = handover.hand_over(finished, self.in_flight)
             asked_at = time.monotonic()
             versions: dict[int, int] = {}
-            handover.taken_over(takers, commits.commit(results, [e.run.claimed.lease for e in takers], versions))
+            blocked: dict[int, float] = {}
+            handover.taken_over(takers, commits.commit(results, [e.run.claimed.lease for e in takers], versions,
+                                                       blocked))
             self.gates.confirm(versions, asked_at)  # the take-over read each destination's config version
+            self.gates.pause(blocked, asked_at)  # cooldowns and open breakers the commit found
             self.steps_done += len(results)
         return len(results)

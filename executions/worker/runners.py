@@ -20,6 +20,14 @@ from executions.worker.inflight import InFlight
 from executions.worker.pools import InlineExecutor, StepLoop, StepPool
 
 
+def ended(entry: InFlight, gate: SlotGate) -> None:
+    """A gated step's call ended: its slot goes back to the gate, which pauses on a throttled
+    answer and holds the slot of a failed one back at an adaptive destination (gates.py)."""
+    flow = entry.run.extra.get("flow")
+    entry.held_back = gate.release(pause=entry.run.extra.get("pause"),
+                                   failed=flow is not None and flow[0] == "failed")
+
+
 class Runners:
     """The drain's thread pool and event loop. ``threads=0`` runs steps inline on the calling
     thread (tests, single-step debugging), async ones included (HTTP steps then use the
@@ -67,7 +75,7 @@ class Runners:
                 try:
                     return await self._execute_async(entry)
                 finally:
-                    gate.release()
+                    ended(entry, gate)
 
             def start() -> None:
                 admitted()
@@ -81,7 +89,7 @@ class Runners:
                     if not future.cancelled():
                         settle(future, lambda: self._execute(entry))
                 finally:
-                    gate.release()
+                    ended(entry, gate)
                     db.connections.close_all()  # this thread's own connection goes with it
 
             def start() -> None:

@@ -188,7 +188,7 @@ def test_a_new_origin_needs_the_credentials_again_and_is_audited(workspace):
 
     audit = AuditEvent.objects.filter(action="destination.update", outcome="accepted").order_by("-id").first()
     assert audit.detail == {"origin_from": "https://ledger.example:443", "origin_to": "https://new.example:443",
-                            "credentials": "replaced"}
+                            "credentials": "replaced", "fields": ["base_url", "credentials"]}
     cleared = ok(client.patch("/api/v1/destinations/ledger", {"base_url": "https://other.example",
                                                               "credentials": None}, format="json"))
     assert cleared["credentials"] is None

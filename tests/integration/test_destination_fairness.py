@@ -99,8 +99,8 @@ def test_a_queued_step_starts_in_the_slot_of_a_call_that_ended_without_a_claim(w
     taken: list[int] = []
     real_take_over = leases.take_over_slots
 
-    def take_over(cursor: Any, leases_: Any, versions: Any = None) -> set[int]:
-        ids = real_take_over(cursor, leases_, versions)
+    def take_over(cursor: Any, leases_: Any, versions: Any = None, blocked: Any = None) -> set[int]:
+        ids = real_take_over(cursor, leases_, versions, blocked)
         taken.extend(ids)
         return ids
 

@@ -42,11 +42,11 @@ def test_the_call_log_goes_with_the_results_and_the_fanout_counters_come_last(wo
 
     real_commit_once = commits.commit_once
 
-    def commit_once(results: Any, takers: Any = (), versions: Any = None) -> Any:
+    def commit_once(results: Any, takers: Any = (), versions: Any = None, blocked: Any = None) -> Any:
         seen.append("BEGIN")
         try:
             with connection.execute_wrapper(spy):
-                return real_commit_once(results, takers, versions)
+                return real_commit_once(results, takers, versions, blocked)
         finally:
             seen.append("COMMIT")
 

@@ -8,7 +8,10 @@ segment: ``/v1/hold``) answers 200 once the test sets ``recorder.released`` (the
 when a call ends); ``/echo-headers/<code>[/<n>]``
 answers that code quoting the request's Authorization and X-Api-Key (after n characters of
 padding); ``/redirect?to=<url>`` answers 302 to ``url``; ``/gzip`` answers a gzip-compressed
-body whatever was asked; anything else 404 (with a long body).
+body whatever was asked; ``/scripted`` answers what the test's ``recorder.script(n)`` returns for
+the n-th scripted request (0 first): ``(status, headers)``, and it may block first (flow-control
+tests); anything else 404 (with a long body). Each request is recorded with its arrival time
+(``at``, epoch seconds).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import gzip
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,6 +33,8 @@ class Recorder:
         self.in_flight = 0
         self.peak = 0
         self.released = threading.Event()  # ``/hold`` answers once it is set
+        self.script: Callable[[int], tuple[int, dict[str, str]]] = lambda n: (200, {})
+        self.scripted = 0  # ``/scripted`` requests so far
 
     def enter(self) -> None:
         with self.lock:
@@ -60,7 +65,7 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 body = self.rfile.read(length) if length else b""
                 with recorder.lock:
                     recorder.requests.append({"method": self.command, "path": self.path,
-                                              "headers": dict(self.headers), "body": body})
+                                              "headers": dict(self.headers), "body": body, "at": time.time()})
                 if self._stream():
                     return
                 status, payload = self._route(body)
@@ -108,6 +113,18 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Location", self.path.split("to=", 1)[1])
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+                return True
+            if parts[0] == "scripted":
+                with recorder.lock:
+                    n, recorder.scripted = recorder.scripted, recorder.scripted + 1
+                status, headers = recorder.script(n)
+                data = json.dumps({"n": n}).encode()
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
                 return True
             if parts[0] == "gzip":
                 data = gzip.compress(b'{"zipped": true}')

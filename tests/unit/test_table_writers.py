@@ -38,7 +38,8 @@ OWNERS: dict[str, set[str]] = {
     "executions_quotausage": {"executions/core/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
-    "executions_destination": {"executions/core/leases.py"},  # the rate-limit token bucket, spent by claims
+    "executions_destination": {"executions/core/leases.py",  # the rate-limit token bucket, spent by claims
+                               "executions/core/flow.py"},  # flow control's state: cooldown, current limit, breaker
     "executions_destinationcall": {"executions/core/calls.py"},
     "executions_schedule": {"executions/services/schedules.py"},  # a fire advances next_run_at
     "workflows_workflowdefinition": {"workflows/services.py"},

@@ -73,6 +73,7 @@ class UpdateDestination(ApiView):
                     detail=detail):
             current = selectors.destinations.named(principal.workspace, name)
             before = destinations.origin(current.base_url)
+            detail["fields"] = sorted(data)  # the audit row says what was to change
             updated = destinations.update_destination(current, system_actor=principal.system_actor, **data)
             if destinations.origin(updated.base_url) != before:  # the audit row says where calls go now
                 detail.update(origin_from="{}://{}:{}".format(*before),

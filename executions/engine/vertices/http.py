@@ -1,7 +1,9 @@
 """HTTP: call a Destination (S11). The step holds one of the destination's slots while it
-runs (claimed atomically with the step, leases.py). Timeouts, transport errors, 429 and 5xx
-are retried per the vertex's ``retry``; other 4xx fail at once. The step's stable
-idempotency key goes out as the ``Idempotency-Key`` header.
+runs (claimed atomically with the step, leases.py). Timeouts, transport errors and 5xx
+are retried per the vertex's ``retry``; other 4xx fail at once. A throttled answer (429, or 503
+with Retry-After) waits for the destination's cooldown without using an attempt, and a failed
+one while its breaker is open waits too (the commit decides: executions/core/flow.py). The
+step's stable idempotency key goes out as the ``Idempotency-Key`` header.
 
 With ``waitForCallback`` (the pattern of ``.waitForTaskToken``: start the job and hand it the
 way back in one step) the step runs on a thread: it registers its callback wait first, in a
@@ -32,7 +34,7 @@ from executions.core import calls as call_log
 from executions.core import waits
 from executions.core.outcomes import Outcome, awaiting, committed, failed, succeeded
 from executions.core.runs import StepRun
-from executions.destinations import credentials, outbound
+from executions.destinations import credentials, outbound, throttling
 from executions.engine.vertices.common import needs_of
 from executions.handlers import NonRetryable
 from workflows.dsl import ast
@@ -107,6 +109,7 @@ def _call(step: StepRun) -> Outcome:
     except outbound.OutboundError as error:
         response = error
     outcome, row = _judge(call, response)
+    _observe(step, response)
     call_log.record_call(*row)
     return _deliver(outcome)
 
@@ -149,8 +152,28 @@ async def run_async(step: StepRun) -> Outcome:
     except outbound.OutboundError as error:
         response = error
     outcome, row = _judge(call, response)
+    _observe(step, response)
     step.extra.setdefault("calls", []).append(row)
     return _deliver(outcome)
+
+
+def _observe(step: StepRun, response: outbound.Fetched | BaseException) -> None:
+    """What the answer says about the destination's flow (throttling.py), for the commit
+    (executions/core/flow.py, through ``step.extra["flow"]``); a throttled answer also pauses
+    the drain's slots there at once (``step.extra["pause"]``, seconds), before the commit."""
+    if isinstance(response, outbound.Fetched):
+        kind = throttling.kind(response.status, response.header("retry-after"))
+    else:
+        kind = throttling.REFUSED if isinstance(response, outbound.OutboundError) and not response.retryable \
+            else throttling.FAILED
+    if kind == throttling.THROTTLED and isinstance(response, outbound.Fetched):
+        asked = throttling.asked_seconds(response.header, time.time())
+        shown = f"{response.status}, {throttling.shown_retry_after(response.header)}"
+        step.extra["flow"] = (kind, asked, shown)
+        cap = float(cast(dict[str, Any], step.destination).get("max_cooldown_seconds") or 300.0)
+        step.extra["pause"] = min(cap, throttling.FIRST_WAIT if asked is None else asked)
+    else:
+        step.extra["flow"] = (kind, None, "")
 
 
 def _deliver(outcome: Outcome | NonRetryable) -> Outcome:

@@ -131,7 +131,7 @@ class Command(BaseCommand):
                     destination={"id": destination.pk, "name": destination.name, "base_url": base_url,
                                  "timeout_seconds": 120.0, "max_response_bytes": cap},
                     context={"input": None, "steps": {}}, idempotency_key="sb-measure", step_id=0,
-                    execution=SimpleNamespace(workspace_id=destination.workspace_id))
+                    execution=SimpleNamespace(workspace_id=destination.workspace_id), extra={})
                 # One small call first: the client, its TLS context and its connection pool are
                 # made once per worker thread, not per response.
                 with contextlib.suppress(outbound.ResponseTooLarge):
@@ -142,7 +142,7 @@ class Command(BaseCommand):
                 sampler.start()
                 started = time.monotonic()
                 try:
-                    # The HTTP vertex reads only the attributes above of its StepRun.
+                    # The HTTP vertex uses only the attributes above of its StepRun.
                     result = http.run(cast(StepRun, step))
                     outcome = {"kind": result.kind, "error": result.error, "retryable": result.retryable}
                 except NonRetryable as error:
