@@ -17,5 +17,7 @@ def test_the_ui_benchmark_reports_each_view(workspace):
             "long tail, recomputed"} <= set(result["results"])
     for name, figures in result["results"].items():
         assert figures["status"] in (200, 286), name
-        assert figures["queries"] <= 16, name
+        # A constant number per page, whatever the children (no N+1): 17 since the step timeline
+        # reads the waits of its WAITING steps in one more query (issue 32).
+        assert figures["queries"] <= 17, name
     assert result["results"]["page"]["bytes"] > 10_000
