@@ -6,6 +6,7 @@ enforces it). Times that matter for correctness (due times, leases) are database
 
 from __future__ import annotations
 
+import datetime
 import uuid
 
 from django.db import models
@@ -79,6 +80,9 @@ class Execution(models.Model):
     spawn_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not a child
     item_index = models.IntegerField(null=True, blank=True)
     depth = models.PositiveSmallIntegerField(default=0)
+    # 1 (first) to 5; the whole tree shares its root's (records.py inherits it, priorities.py
+    # changes it); the claim serves a workspace's higher priorities first (fairness.py).
+    priority = models.PositiveSmallIntegerField(db_default=3)
     chained_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                      related_name="chained_to", db_index=False)
 
@@ -101,6 +105,7 @@ class Execution(models.Model):
                                     condition=Q(item_index__isnull=False)),
             models.UniqueConstraint(fields=["workspace", "idempotency_key"], name="execution_unique_idempotency_key",
                                     condition=Q(idempotency_key__isnull=False)),
+            models.CheckConstraint(condition=Q(priority__gte=1, priority__lte=5), name="execution_priority_range"),
         ]
         indexes = [
             models.Index(fields=["workspace", "-created_at"], name="execution_ws_created"),
@@ -211,6 +216,13 @@ class Step(models.Model):
     # A RUNNING destination-bound step either holds one of its destination's slots (S11) or
     # waits in its drain's queue for one (leases.py, "Slots"); only holders count as in flight.
     holds_slot = models.BooleanField(db_default=True)
+    # Copied from its execution at insert (records.py) so the fair claim (fairness.py) walks one
+    # index per workspace, root and priority; no constraints (each would cost every insert a check).
+    workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
+                                  db_index=False, db_constraint=False)
+    root = models.ForeignKey(Execution, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
+                             db_index=False, db_constraint=False)
+    priority = models.PositiveSmallIntegerField(db_default=3)
     # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
     state = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
@@ -226,6 +238,11 @@ class Step(models.Model):
             # The claim predicates (leases.py), one per kind of claim.
             models.Index(fields=["due_at"], name="step_claim_free",
                          condition=Q(status="READY", destination__isnull=True)),
+            # The fair claim of plain steps (fairness.py): per workspace, per priority, per root, oldest
+            # due first. Held steps (records.HELD_UNTIL) are left out, so a probe never walks them.
+            models.Index(fields=["workspace", "priority", "root", "due_at"], name="step_claim_fair",
+                         condition=Q(status="READY", destination__isnull=True,
+                                     due_at__lt=datetime.datetime(9999, 12, 31, tzinfo=datetime.UTC))),
             models.Index(fields=["destination", "due_at"], name="step_claim_destination",
                          condition=Q(status="READY", destination__isnull=False)),
             # The reaper, and in-flight counts per destination (slots).
@@ -363,6 +380,31 @@ class QuotaUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id} {self.day}: {self.used:,}"
+
+
+class FairShare(models.Model):
+    """The fair claim's memory of a workspace (executions/core/fairness.py): the credit it is
+    owed (deficit round-robin) and the root it served last. Written by the claimer that holds
+    the FairClock row."""
+
+    workspace = models.OneToOneField(Workspace, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    deficit = models.FloatField(db_default=0.0)
+    root_cursor = models.UUIDField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}: {self.deficit:.2f}"
+
+
+class FairClock(models.Model):
+    """A single row: the workspace the fair claim served last (its round-robin cursor). A
+    claimer locks it (SKIP LOCKED) to update the scheduling state; one that finds it locked
+    claims from the state as it is."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    workspace_cursor = models.BigIntegerField(db_default=0)
+
+    def __str__(self) -> str:
+        return f"fair clock (after workspace {self.workspace_cursor})"
 
 
 class DrainKick(models.Model):

@@ -34,6 +34,8 @@ OWNERS: dict[str, set[str]] = {
                               "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_quotausage": {"executions/core/quotas.py"},
     "executions_drainkick": {"executions/kick.py"},
+    "executions_fairshare": {"executions/core/fairness.py"},  # the fair claim's credits and cursors
+    "executions_fairclock": {"executions/core/fairness.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
     "executions_destination": {"executions/core/leases.py"},  # the rate-limit token bucket, spent by claims
     "executions_destinationcall": {"executions/core/calls.py"},

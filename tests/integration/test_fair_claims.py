@@ -1,0 +1,159 @@
+"""Issue 30: the claim is fair — across workspaces by plan weight (however a workspace splits
+its work), across the root executions of a workspace, and by priority with aging inside a
+workspace — and work-conserving. The claim is called as a drain calls it (leases.claim in a
+transaction of its own); ready work is filled in SQL, the shape a fan-out leaves."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.db import connection
+
+from executions.models import Step
+from tests.support import factories, helpers
+
+# ``n`` READY steps due ``age`` seconds ago, one per execution, spread over ``roots`` new root
+# executions of ``workspace`` (each step's execution is a child of one of them).
+FILL = """
+    WITH r AS (
+        INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, depth,
+                                          request_hash, created_by, created_at, priority, root_id)
+        SELECT id, %(workspace)s, %(definition)s, %(version)s, 1, '', 0, '', '', now(), %(priority)s, id
+        FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, %(roots)s)) g
+        RETURNING id
+    ), rs AS (SELECT id, row_number() OVER () - 1 AS k FROM r),
+    c AS (
+        INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, depth,
+                                          request_hash, created_by, created_at, priority, root_id, parent_id)
+        SELECT gen_random_uuid(), %(workspace)s, %(definition)s, %(version)s, 1, '', 1, '', '', now(), %(priority)s,
+               rs.id, rs.id
+        FROM generate_series(0, %(n)s - 1) i JOIN rs ON rs.k = i %% %(roots)s
+        RETURNING id, root_id
+    )
+    INSERT INTO executions_step (execution_id, vertex, attempt, max_attempts, due_at, wait_reason, state, error,
+                                 lease_expiries, created_at, workspace_id, root_id, priority)
+    SELECT c.id, 't', 1, 1, now() - make_interval(secs => %(age)s), '', '{}', '', 0, now(), %(workspace)s,
+           c.root_id, %(priority)s
+    FROM c
+    RETURNING root_id
+"""
+
+
+def version_of(workspace: Any) -> Any:
+    return helpers.publish(workspace, "one", {
+        "start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.echo", "input": "$.input"}}})
+
+
+def fill(workspace: Any, n: int, *, roots: int = 1, priority: int = 3, age: float = 0.0) -> set[Any]:
+    """``n`` ready steps over ``roots`` new roots; returns the roots' ids."""
+    version = version_of(workspace)
+    with connection.cursor() as cursor:
+        cursor.execute(FILL, {"workspace": workspace.id, "definition": version.definition_id, "version": version.id,
+                              "n": n, "roots": roots, "priority": priority, "age": age})
+        return {row[0] for row in cursor.fetchall()}
+
+
+def weighted(slug: str, weight: int) -> Any:
+    workspace = factories.make_workspace(slug)
+    workspace.plan.weight = weight
+    workspace.plan.save(update_fields=["weight"])
+    return workspace
+
+
+def claims(times: int, limit: int) -> list[Any]:
+    """Claim ``times`` batches of ``limit``; the steps claimed."""
+    taken = []
+    for _ in range(times):
+        taken += helpers.claim(limit)
+    return taken
+
+
+def by(column: str, claimed: list[Any]) -> Counter:
+    ids = [c.step_id for c in claimed]
+    return Counter(Step.objects.filter(id__in=ids).values_list(column, flat=True))
+
+
+def test_weights_one_and_three_divide_the_claims_one_to_three(db):
+    light, heavy = weighted("light", 1), weighted("heavy", 3)
+    fill(light, 2_000)
+    fill(heavy, 2_000)
+    counts = by("workspace_id", claims(10, 40))
+    assert counts[light.id] + counts[heavy.id] == 400
+    assert counts[light.id] == 100 and counts[heavy.id] == 300, counts
+
+
+def test_the_weights_hold_one_step_at_a_time(db):
+    """Claims of one step each: the credit carried between claims keeps the proportion exact."""
+    light, heavy = weighted("light", 1), weighted("heavy", 3)
+    fill(light, 100)
+    fill(heavy, 100)
+    counts = by("workspace_id", claims(40, 1))
+    assert counts[light.id] == 10 and counts[heavy.id] == 30, counts
+
+
+def test_sharding_work_over_many_roots_does_not_enlarge_a_workspaces_share(db):
+    one, many = weighted("one-root", 1), weighted("many-roots", 1)
+    fill(one, 2_000, roots=1)
+    fill(many, 2_000, roots=50)
+    counts = by("workspace_id", claims(10, 40))
+    assert counts[one.id] == 200 and counts[many.id] == 200, counts
+
+
+def test_a_workspace_alone_takes_every_claim(db):
+    alone = weighted("alone", 1)
+    weighted("idle", 3)  # has nothing ready: it takes nothing from the one that has
+    fill(alone, 500, roots=3)
+    assert len(claims(4, 100)) == 400
+
+
+def test_an_idle_workspaces_share_goes_to_the_busy_one(db):
+    """Work-conserving under contention: a workspace with a little work takes it, the rest goes
+    to the other."""
+    busy, small = weighted("busy", 1), weighted("small", 3)
+    fill(busy, 1_000)
+    fill(small, 5)
+    counts = by("workspace_id", helpers.claim(100))
+    assert counts == {small.id: 5, busy.id: 95}
+
+
+def test_a_small_root_started_after_a_huge_one_starts_within_a_claim(db):
+    workspace = weighted("ws", 1)
+    fill(workspace, 5_000, roots=1, age=30)
+    [small] = fill(workspace, 5, roots=1)
+    counts = by("root_id", helpers.claim(20))
+    assert counts[small] == 5 and sum(counts.values()) == 20, counts
+
+
+def test_roots_of_a_workspace_share_its_claims_equally(db):
+    workspace = weighted("ws", 1)
+    roots = fill(workspace, 3_000, roots=3)
+    counts = by("root_id", claims(5, 30))
+    assert set(counts) == roots and set(counts.values()) == {50}, counts
+
+
+def test_a_higher_priority_is_claimed_first_within_a_workspace(db):
+    workspace = weighted("ws", 1)
+    [low] = fill(workspace, 100, priority=5, age=30)
+    [high] = fill(workspace, 100, priority=1)
+    counts = by("root_id", helpers.claim(50))
+    assert counts == {high: 50}, (counts, low)
+
+
+def test_aging_moves_priority_five(db):
+    """Waiting four intervals of SB_PRIORITY_AGING_SECONDS (60 s) lifts priority 5 to 1: it
+    goes before fresh priority 3 work."""
+    workspace = weighted("ws", 1)
+    [fresh] = fill(workspace, 100, priority=3)
+    [aged] = fill(workspace, 100, priority=5, age=250)
+    counts = by("root_id", helpers.claim(50))
+    assert counts == {aged: 50}, (counts, fresh)
+
+
+def test_priority_is_strict_only_within_a_workspace(db):
+    """Another workspace's priority 1 does not take this workspace's share."""
+    first, second = weighted("first", 1), weighted("second", 1)
+    fill(first, 500, priority=1)
+    fill(second, 500, priority=5)
+    counts = by("workspace_id", helpers.claim(100))
+    assert counts == {first.id: 50, second.id: 50}
