@@ -469,6 +469,7 @@ class Schedule(models.Model):
     input = models.JSONField(default=dict, blank=True)
     catch_up = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    priority = models.PositiveSmallIntegerField(default=3, db_default=3)  # of the executions it starts
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True, help_text="The last fire time that started an execution.")
     # No foreign key: data lifecycle may delete old executions; the UI links it while it exists.

@@ -112,6 +112,11 @@ class _ScheduleInput(_ScheduleField):
     pass
 
 
+@extend_schema_field(OpenApiTypes.INT)
+class _SchedulePriority(_ScheduleField):
+    pass
+
+
 class ScheduleFields(StrictSerializer):
     name = _ScheduleText("name", " Required on create; on update only the current name.")
     workflow = _ScheduleText("workflow", " Required on create; cannot be changed.")
@@ -120,6 +125,7 @@ class ScheduleFields(StrictSerializer):
     input = _ScheduleInput("input", " Default {}.", allow_null=True)
     catch_up = _ScheduleFlag("catch_up", " Default false.")
     enabled = _ScheduleFlag("enabled", " Default true.")
+    priority = _SchedulePriority("priority", " Default 3.")
 
 
 class CreateSchedule(ScheduleFields):
@@ -162,6 +168,7 @@ class ScheduleSerializer(serializers.Serializer):
     input = serializers.JSONField()
     catch_up = serializers.BooleanField()
     enabled = serializers.BooleanField()
+    priority = serializers.IntegerField(help_text="The priority of the executions it starts, 1 (first) to 5.")
     next_run = serializers.DateTimeField(source="next_run_at", allow_null=True,
                                          help_text="The next fire time (UTC); null while paused.")
     last_run = serializers.DateTimeField(source="last_run_at", allow_null=True,

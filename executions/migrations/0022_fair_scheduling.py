@@ -34,6 +34,11 @@ class Migration(migrations.Migration):
             field=models.PositiveSmallIntegerField(db_default=3),
         ),
         migrations.AddField(
+            model_name='schedule',
+            name='priority',
+            field=models.PositiveSmallIntegerField(db_default=3, default=3),
+        ),
+        migrations.AddField(
             model_name='step',
             name='priority',
             field=models.PositiveSmallIntegerField(db_default=3),

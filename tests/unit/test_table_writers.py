@@ -17,8 +17,10 @@ PACKAGES = ("executions", "workflows", "schemabridge_site")
 # table -> the modules that may write it, and why.
 OWNERS: dict[str, set[str]] = {
     "executions_execution": {"executions/core/records.py",  # inserts; status: state.py
+                             "executions/core/priorities.py",  # a tree's priority (issue 30)
                              "executions/core/retention.py"},  # retention marks and position; purge (S19)
     "executions_step": {"executions/core/records.py",  # inserts; status: state.py
+                        "executions/core/priorities.py",  # a tree's priority, copied to its open steps
                         "executions/core/leases.py",  # lease renewal (the fence)
                         "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_event": {"executions/core/state.py",  # appended with each transition, and notes
