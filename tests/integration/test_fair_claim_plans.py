@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 
 from executions.core import fairness
-from tests.integration.test_fair_claims import fill, version_of
-from tests.integration.test_scale_plans import scans
+from tests.support.plans import plan, scans
+from tests.support.ready import fill, version_of
 
 BACKLOG = 100_000
 WORKSPACES = 2_000
@@ -44,12 +44,6 @@ def crowded(workspace):
         cursor.execute("ANALYZE executions_step, executions_execution, workflows_workspace, workflows_plan, "
                        "workflows_workflowdefinition, workflows_workflowversion")
     return workspace, root
-
-
-def plan(sql: str, params: dict) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-        return cursor.fetchone()[0]
 
 
 def test_the_fair_claims_statements_read_steps_only_through_step_claim_fair(crowded):
