@@ -116,3 +116,12 @@ def test_priority_is_strict_only_within_a_workspace(db):
     fill(second, 500, priority=5)
     counts = by("workspace_id", helpers.claim(100))
     assert counts == {first.id: 50, second.id: 50}
+
+
+def test_priority_five_that_waited_less_than_needed_stays_behind(db):
+    """100 s of waiting lifts priority 5 one level (to 4): still behind fresh priority 3."""
+    workspace = weighted("ws", 1)
+    [fresh] = fill(workspace, 100, priority=3)
+    [older] = fill(workspace, 100, priority=5, age=100)
+    counts = by("root_id", helpers.claim(50))
+    assert counts == {fresh: 50}, (counts, older)
