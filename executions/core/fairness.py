@@ -52,21 +52,34 @@ PASSES = 6  # rounds of takes per claim: each offers what earlier rounds left to
 _DUE = f"""s.status = 'READY' AND s.destination_id IS NULL AND s.due_at < '{HELD_UNTIL}'::timestamptz
           AND s.due_at <= now()"""
 
-# The workspaces with due plain steps in (after, upto], in id order, at most ``k``: a loose
-# index scan (one descent per workspace), with each one's weight and the scheduler's memory of it.
-DUE_WORKSPACES = f"""
-    WITH RECURSIVE w(ws, n) AS (
-        (SELECT s.workspace_id, 1 FROM executions_step s
-         WHERE {_DUE} AND s.workspace_id > %(after)s AND s.workspace_id <= %(upto)s
+# Up to ``k`` workspaces with due plain steps, in id order from past the cursor the last window
+# stored (FairClock) round to it: a loose index scan (one descent per workspace), with each
+# one's weight and the scheduler's memory of it, and the cursor.
+_NEXT_WORKSPACE = f"""
+        (SELECT s.workspace_id, {{wrapped}} AS wrapped FROM executions_step s
+         WHERE {{guard}} AND {_DUE} AND s.workspace_id > {{after}} AND s.workspace_id <= {{upto}}
          ORDER BY s.workspace_id LIMIT 1)
+"""  # noqa: S608 - constant SQL
+DUE_WORKSPACES = f"""
+    WITH RECURSIVE c AS (
+        SELECT coalesce((SELECT workspace_cursor FROM executions_fairclock WHERE id = 1), 0) AS cur
+    ), w(ws, n, wrapped) AS (
+        SELECT h.workspace_id, 1, h.wrapped FROM c CROSS JOIN LATERAL (
+            {_NEXT_WORKSPACE.format(guard="true", wrapped="false", after="c.cur", upto="%(top)s")}
+            UNION ALL
+            {_NEXT_WORKSPACE.format(guard="true", wrapped="true", after="-1", upto="c.cur")}
+            LIMIT 1) h
         UNION ALL
-        SELECT (SELECT s.workspace_id FROM executions_step s
-                WHERE {_DUE} AND s.workspace_id > w.ws AND s.workspace_id <= %(upto)s
-                ORDER BY s.workspace_id LIMIT 1), w.n + 1
-        FROM w WHERE w.ws IS NOT NULL AND w.n < %(k)s
+        SELECT h.workspace_id, w.n + 1, h.wrapped FROM w CROSS JOIN c CROSS JOIN LATERAL (
+            {_NEXT_WORKSPACE.format(guard="true", wrapped="w.wrapped", after="w.ws",
+                                    upto="CASE WHEN w.wrapped THEN c.cur ELSE %(top)s END")}
+            UNION ALL
+            {_NEXT_WORKSPACE.format(guard="NOT w.wrapped", wrapped="true", after="-1", upto="c.cur")}
+            LIMIT 1) h
+        WHERE w.n < %(k)s
     )
-    SELECT w.ws, p.weight, coalesce(f.deficit, 0), coalesce(f.root_cursor, %(nil)s::uuid)
-    FROM w JOIN workflows_workspace ws ON ws.id = w.ws JOIN workflows_plan p ON p.id = ws.plan_id
+    SELECT w.ws, p.weight, coalesce(f.deficit, 0), coalesce(f.root_cursor, %(nil)s::uuid), c.cur
+    FROM c, w JOIN workflows_workspace ws ON ws.id = w.ws JOIN workflows_plan p ON p.id = ws.plan_id
     LEFT JOIN executions_fairshare f ON f.workspace_id = w.ws
     ORDER BY w.n
 """  # noqa: S608 - constant SQL
@@ -122,10 +135,9 @@ TAKE = f"""
     ORDER BY q.o
 """  # noqa: S608 - constant SQL
 
-LOCK_CLOCK = "SELECT workspace_cursor FROM executions_fairclock WHERE id = 1 FOR UPDATE SKIP LOCKED"
+LOCK_CLOCK = "SELECT 1 FROM executions_fairclock WHERE id = 1 FOR UPDATE SKIP LOCKED"
 CREATE_CLOCK = """INSERT INTO executions_fairclock (id, workspace_cursor) VALUES (1, 0)
-                  ON CONFLICT DO NOTHING RETURNING workspace_cursor"""
-READ_CLOCK = "SELECT workspace_cursor FROM executions_fairclock WHERE id = 1"
+                  ON CONFLICT DO NOTHING RETURNING 1"""
 MOVE_CLOCK = "UPDATE executions_fairclock SET workspace_cursor = %(cursor)s WHERE id = 1"
 SAVE_SHARES = """
     INSERT INTO executions_fairshare (workspace_id, deficit, root_cursor)
@@ -174,41 +186,34 @@ class Flow:
 def claim_plain(cursor: Any, room: int) -> list[tuple[int, bool]]:
     """Lock up to ``room`` due plain steps, fairly (see the module doc); returns ``(id,
     suspect)`` per candidate, in the order they were chosen."""
-    holds_clock, after = _clock(cursor)
     window = max(room, WINDOW)
-    flows = _due_workspaces(cursor, after, window)
+    flows, after = _due_workspaces(cursor, window)
     if not flows:
         return []
     _find_roots(cursor, flows, room)
     rows = _take(cursor, flows, room)
-    if holds_clock:
+    if (len(flows) > 1 or any(f.visited > 1 for f in flows)) and _hold_clock(cursor):
         _save(cursor, flows, window_full=len(flows) == window, after=after)
     return rows
 
 
-def _clock(cursor: Any) -> tuple[bool, int]:
-    """Whether this claimer holds the scheduler's state, and the workspace cursor."""
+def _hold_clock(cursor: Any) -> bool:
+    """Whether this claimer may write the scheduler's state (it holds the clock row); a
+    claimer that finds it held claims from the state as it is, rather than wait."""
     cursor.execute(LOCK_CLOCK)
-    row = cursor.fetchone()
-    if row is None:
-        cursor.execute(CREATE_CLOCK)
-        row = cursor.fetchone()
-        if row is None:  # another claimer holds it
-            cursor.execute(READ_CLOCK)
-            found = cursor.fetchone()
-            return False, int(found[0]) if found else 0
-    return True, int(row[0])
+    if cursor.fetchone() is not None:
+        return True
+    cursor.execute(CREATE_CLOCK)  # the first claim ever (or after a flush); held by someone: nothing
+    return cursor.fetchone() is not None
 
 
-def _due_workspaces(cursor: Any, after: int, k: int) -> list[Flow]:
-    """Up to ``k`` workspaces with due work, from past ``after`` round to it."""
-    params = {"after": after, "upto": 2**63 - 1, "k": k, "nil": NIL}
-    cursor.execute(DUE_WORKSPACES, params)
+def _due_workspaces(cursor: Any, k: int) -> tuple[list[Flow], int]:
+    """Up to ``k`` workspaces with due work, from past the stored cursor round to it; and the cursor."""
+    cursor.execute(DUE_WORKSPACES, {"top": 2**63 - 1, "k": k, "nil": NIL})
     found = cursor.fetchall()
-    if len(found) < k and after > 0:
-        cursor.execute(DUE_WORKSPACES, {**params, "after": 0, "upto": after, "k": k - len(found)})
-        found += cursor.fetchall()
-    return [Flow(int(ws), int(weight), float(deficit), root_cursor) for ws, weight, deficit, root_cursor in found]
+    after = int(found[0][4]) if found else 0
+    flows = [Flow(int(ws), int(weight), float(deficit), root_cursor) for ws, weight, deficit, root_cursor, _ in found]
+    return flows, after
 
 
 def _find_roots(cursor: Any, flows: list[Flow], room: int) -> None:

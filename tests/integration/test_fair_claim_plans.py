@@ -49,7 +49,7 @@ def crowded(workspace):
 def test_the_fair_claims_statements_read_steps_only_through_step_claim_fair(crowded):
     workspace, root = crowded
     statements = {
-        "DUE_WORKSPACES": (fairness.DUE_WORKSPACES, {"after": 0, "upto": 2**63 - 1, "k": 100, "nil": fairness.NIL}),
+        "DUE_WORKSPACES": (fairness.DUE_WORKSPACES, {"top": 2**63 - 1, "k": 100, "nil": fairness.NIL}),
         "DUE_ROOTS": (fairness.DUE_ROOTS, {"ws": [workspace.id], "cursors": [fairness.NIL], "ks": [50],
                                            "priorities": [1, 2, 3, 4, 5], "nil": fairness.NIL, "top": fairness.TOP}),
         "TAKE": (fairness.TAKE, {"ws": [workspace.id], "priorities": [3], "roots": [root], "ns": [100]}),

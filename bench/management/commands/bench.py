@@ -11,6 +11,7 @@
     manage.py bench destination --limit 32 --latency-ms 50 --items 5000 [--background-items 50000]
     manage.py bench steps --items 4000        (an HTTP child's cost to one drain, phase by phase)
     manage.py bench flow --scenario rate|capacity|outage   (429s, overload and an outage; issue 29)
+    manage.py bench fairness [--sybil] --json  (a small workspace's job under another's flood; issue 30)
 """
 
 from __future__ import annotations
@@ -92,9 +93,14 @@ class Command(BaseCommand):
                           help="outage: the fixed limit's calls during the outage, by a second run without a "
                                "breaker (measured, the default) or as limit x outage / latency (computed)")
         flow.add_argument("--workers", type=int)
+        fairness = sub.add_parser("fairness", help="a small workspace's fan-out and one-step execution while another "
+                                                   "workspace runs a 200,000-item fan-out (issue 30)")
+        fairness.add_argument("--items", type=int, default=200_000, help="the flooding workspace's items")
+        fairness.add_argument("--sybil", action="store_true", help="the flood as 50 fan-outs instead of one")
+        fairness.add_argument("--workers", type=int, default=2)
         steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
         steps.add_argument("--items", type=int, default=4_000)
-        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, steps):
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, fairness, steps):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -178,6 +184,11 @@ class Command(BaseCommand):
         return destination.run(options["limit"], options["latency_ms"], options["items"],
                                background_items=options["background_items"], workers=options["workers"],
                                profile_queries=options["profile"])
+
+    def _fairness(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import fairness
+
+        return fairness.run(options["items"], options["workers"], sybil=options["sybil"])
 
     def _flow(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import flow
