@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import psycopg
+import pytest
+from django.db import connection
+
 from executions.models import Step
 from tests.support import factories, helpers
 from tests.support.ready import fill
@@ -125,3 +129,19 @@ def test_priority_five_that_waited_less_than_needed_stays_behind(db):
     [older] = fill(workspace, 100, priority=5, age=100)
     counts = by("root_id", helpers.claim(50))
     assert counts == {fresh: 50}, (counts, older)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_does_not_wait_for_another_claimer_holding_the_scheduler_state(transactional_db):
+    """The clock row is taken SKIP LOCKED: a claimer that finds it held claims anyway, from the
+    state as it is (so it does not carry its own rounding over: 6 and 4 may come where the
+    holder would divide 5 and 5), and leaves the state to the holder."""
+    first, second = weighted("first", 1), weighted("second", 1)
+    fill(first, 100)
+    fill(second, 100)
+    assert by("workspace_id", helpers.claim(2)) == {first.id: 1, second.id: 1}  # and the clock row exists
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute("SELECT 1 FROM executions_fairclock WHERE id = 1 FOR UPDATE")
+        counts = by("workspace_id", helpers.claim(10))
+        other.rollback()
+    assert sum(counts.values()) == 10 and min(counts[first.id], counts[second.id]) >= 4, counts
