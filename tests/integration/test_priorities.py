@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from executions.models import Execution, Schedule, Step
 from executions.services import schedules
 from tests.support import helpers
 from tests.support.claims import last_audit
-from tests.support.clients import api, ok, problem
-from workflows.models import AuditEvent
+from tests.support.clients import api, client_for, ok, problem, text
+from workflows.models import AuditEvent, Role
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +109,17 @@ def test_a_schedule_with_a_bad_priority_is_a_400_naming_it(tree: Any, value: Any
     result = problem(api(tree, "author").post("/api/v1/schedules", body, format="json"), 400)
     assert {error.get("field") for error in result["errors"]} == {"priority"}, result
     assert not Schedule.objects.exists()
+
+
+def test_the_start_form_takes_a_priority_and_the_execution_view_shows_it(tree: Any) -> None:
+    start = reverse("ui:workflow-start", args=["child"])
+    operator = client_for(tree, Role.OPERATOR, "oper")
+    assert 'name="priority"' in text(operator.get(reverse("ui:workflow-detail", args=["child"])))
+    bad = operator.post(start, {"input": "{}", "priority": "9"}, HTTP_HX_REQUEST="true")
+    assert bad.status_code == 400 and "priority" in bad.content.decode()
+    assert not Execution.objects.exists()
+    assert operator.post(start, {"input": "{}", "priority": "2"}, HTTP_HX_REQUEST="true").status_code == 200
+    execution = Execution.objects.get()
+    assert execution.priority == 2
+    page = text(operator.get(reverse("ui:execution-detail", args=[execution.pk])))
+    assert "<dd data-priority>2</dd>" in page
