@@ -218,6 +218,8 @@ class Step(models.Model):
     holds_slot = models.BooleanField(db_default=True)
     # Copied from its execution at insert (records.py) so the fair claim (fairness.py) walks one
     # index per workspace, root and priority; no constraints (each would cost every insert a check).
+    # ``workspace`` only on a plain step (no destination): it is the fair claim's key, and the
+    # index's predicate (see step_claim_fair); a destination step is claimed per destination.
     workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
                                   db_index=False, db_constraint=False)
     root = models.ForeignKey(Execution, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
@@ -241,7 +243,7 @@ class Step(models.Model):
             # The fair claim of plain steps (fairness.py): per workspace, per priority, per root, oldest
             # due first. Held steps (records.HELD_UNTIL) are left out, so a probe never walks them.
             models.Index(fields=["workspace", "priority", "root", "due_at"], name="step_claim_fair",
-                         condition=Q(status="READY", destination__isnull=True,
+                         condition=Q(status="READY", workspace__isnull=False,
                                      due_at__lt=datetime.datetime(9999, 12, 31, tzinfo=datetime.UTC))),
             models.Index(fields=["destination", "due_at"], name="step_claim_destination",
                          condition=Q(status="READY", destination__isnull=False)),

@@ -48,19 +48,34 @@ TOP = uuid.UUID(int=(1 << 128) - 1)
 WINDOW = 16
 PASSES = 6  # rounds of takes per claim: each offers what earlier rounds left to flows that still have work
 
-# A due, ready plain step (the predicate of step_claim_fair, and due now).
-_DUE = f"""s.status = 'READY' AND s.destination_id IS NULL AND s.due_at < '{HELD_UNTIL}'::timestamptz
-          AND s.due_at <= now()"""
+# A due, ready plain step: the predicate of step_claim_fair (plain steps alone carry a
+# ``workspace_id``, implied by every statement's condition on it), and due now. No statement
+# says ``destination_id IS NULL``: then no other index's predicate is implied, and the planner
+# cannot walk step_claim_free (due order) for a probe, whatever its statistics say — after a
+# TRUNCATE or a sudden million rows they lag, and a probe that walks every due step is O(N).
+_DUE = f"""s.status = 'READY' AND s.due_at < '{HELD_UNTIL}'::timestamptz AND s.due_at <= now()"""
 
-# Up to ``k`` workspaces with due plain steps, in id order from past the cursor the last window
-# stored (FairClock) round to it: a loose index scan (one descent per workspace), with each
-# one's weight and the scheduler's memory of it, and the cursor.
+# The loose index scans of step_claim_fair that find a claim's flows, one descent each.
 _NEXT_WORKSPACE = f"""
         (SELECT s.workspace_id, {{wrapped}} AS wrapped FROM executions_step s
          WHERE {{guard}} AND {_DUE} AND s.workspace_id > {{after}} AND s.workspace_id <= {{upto}}
          ORDER BY s.workspace_id LIMIT 1)
 """  # noqa: S608 - constant SQL
-DUE_WORKSPACES = f"""
+_NEXT_ROOT = f"""
+        (SELECT s.root_id, extract(epoch FROM now() - s.due_at)::float AS waited, {{wrapped}} AS wrapped
+         FROM executions_step s
+         WHERE {{guard}} AND {_DUE} AND s.workspace_id = {{ws}} AND s.priority = {{p}} AND s.root_id > {{after}}
+           AND s.root_id <= {{upto}}
+         ORDER BY s.root_id, s.due_at LIMIT 1)
+"""  # noqa: S608 - constant SQL
+
+# A claim's flows, in one statement: ``w``, up to ``k`` workspaces with due plain steps in id
+# order from past the cursor the last window stored (FairClock) round to it, with each one's
+# weight and the scheduler's memory of it; then ``r``, per workspace and priority class, up to
+# the workspace's even part of the room of roots with due steps, in id order from past its
+# root cursor round to it, each with how long its head — its oldest due step — has waited.
+# One row per root (a workspace's columns repeated), in window order.
+DUE_FLOWS = f"""
     WITH RECURSIVE c AS (
         SELECT coalesce((SELECT workspace_cursor FROM executions_fairclock WHERE id = 1), 0) AS cur
     ), w(ws, n, wrapped) AS (
@@ -77,53 +92,42 @@ DUE_WORKSPACES = f"""
             {_NEXT_WORKSPACE.format(guard="NOT w.wrapped", wrapped="true", after="-1", upto="c.cur")}
             LIMIT 1) h
         WHERE w.n < %(k)s
-    )
-    SELECT w.ws, p.weight, coalesce(f.deficit, 0), coalesce(f.root_cursor, %(nil)s::uuid), c.cur
-    FROM c, w JOIN workflows_workspace ws ON ws.id = w.ws JOIN workflows_plan p ON p.id = ws.plan_id
-    LEFT JOIN executions_fairshare f ON f.workspace_id = w.ws
-    ORDER BY w.n
-"""  # noqa: S608 - constant SQL
-
-# Per workspace (and its root cursor and ``k``) and per priority class, up to ``k`` roots with
-# due plain steps, in id order from past the cursor round to it (a loose index scan again),
-# each with how long its head — its oldest due step — has waited.
-_NEXT_ROOT = f"""
-        (SELECT s.root_id, extract(epoch FROM now() - s.due_at)::float AS waited, {{wrapped}} AS wrapped
-         FROM executions_step s
-         WHERE {{guard}} AND {_DUE} AND s.workspace_id = {{ws}} AND s.priority = {{p}} AND s.root_id > {{after}}
-           AND s.root_id <= {{upto}}
-         ORDER BY s.root_id, s.due_at LIMIT 1)
-"""  # noqa: S608 - constant SQL
-DUE_ROOTS = f"""
-    WITH RECURSIVE q AS (
-        SELECT * FROM unnest(%(ws)s::bigint[], %(cursors)s::uuid[], %(ks)s::int[]) AS q(ws, cur, k)
+    ), q AS MATERIALIZED (
+        SELECT w.n, w.ws, p.weight, coalesce(f.deficit, 0) AS deficit,
+               coalesce(f.root_cursor, %(nil)s::uuid) AS cur, c.cur AS window_cursor,
+               greatest(1, ceil(%(room)s::numeric / count(*) OVER ()))::int AS k
+        FROM c, w JOIN workflows_workspace ws ON ws.id = w.ws JOIN workflows_plan p ON p.id = ws.plan_id
+        LEFT JOIN executions_fairshare f ON f.workspace_id = w.ws
     ), r(ws, p, root, waited, n, wrapped, cur, k) AS (
-        SELECT q.ws, c.p, h.root_id, h.waited, 1, h.wrapped, q.cur, q.k
-        FROM q CROSS JOIN unnest(%(priorities)s::smallint[]) AS c(p)
+        SELECT q.ws, cl.p, h.root_id, h.waited, 1, h.wrapped, q.cur, q.k
+        FROM q CROSS JOIN unnest(%(priorities)s::smallint[]) AS cl(p)
         CROSS JOIN LATERAL (
-            {_NEXT_ROOT.format(guard="true", wrapped="false", ws="q.ws", p="c.p", after="q.cur",
-                               upto="%(top)s::uuid")}
+            {_NEXT_ROOT.format(guard="true", wrapped="false", ws="q.ws", p="cl.p", after="q.cur",
+                               upto="%(top_root)s::uuid")}
             UNION ALL
-            {_NEXT_ROOT.format(guard="true", wrapped="true", ws="q.ws", p="c.p", after="%(nil)s::uuid",
+            {_NEXT_ROOT.format(guard="true", wrapped="true", ws="q.ws", p="cl.p", after="%(nil)s::uuid",
                                upto="q.cur")}
             LIMIT 1) h
         UNION ALL
         SELECT r.ws, r.p, h.root_id, h.waited, r.n + 1, h.wrapped, r.cur, r.k
         FROM r CROSS JOIN LATERAL (
             {_NEXT_ROOT.format(guard="true", wrapped="r.wrapped", ws="r.ws", p="r.p", after="r.root",
-                               upto="CASE WHEN r.wrapped THEN r.cur ELSE %(top)s::uuid END")}
+                               upto="CASE WHEN r.wrapped THEN r.cur ELSE %(top_root)s::uuid END")}
             UNION ALL
             {_NEXT_ROOT.format(guard="NOT r.wrapped", wrapped="true", ws="r.ws", p="r.p",
                                after="%(nil)s::uuid", upto="r.cur")}
             LIMIT 1) h
         WHERE r.n < r.k
     )
-    SELECT ws, p, root, waited FROM r ORDER BY ws, p, n
+    SELECT q.ws, q.weight, q.deficit, q.cur, q.window_cursor, r.p, r.root, r.waited
+    FROM q JOIN r ON r.ws = q.ws
+    ORDER BY q.n, r.p, r.n
 """  # noqa: S608 - constant SQL
 
-# Up to ``n`` due steps of each (workspace, priority, root), oldest due first, locked.
 # A step that must be claimed alone (leases.py, "Isolation"); unqualified, for every claim's statement.
 SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"
+
+# Up to ``n`` due steps of each (workspace, priority, root), oldest due first, locked.
 TAKE = f"""
     SELECT c.id, c.suspect, q.o FROM unnest(%(ws)s::bigint[], %(priorities)s::smallint[], %(roots)s::uuid[],
                                             %(ns)s::int[]) WITH ORDINALITY AS q(ws, p, root, n, o)
@@ -131,6 +135,20 @@ TAKE = f"""
         SELECT s.id, {SUSPECT} AS suspect FROM executions_step s
         WHERE {_DUE} AND s.workspace_id = q.ws AND s.priority = q.p AND s.root_id = q.root
         ORDER BY s.due_at LIMIT q.n
+        FOR UPDATE OF s SKIP LOCKED) c
+    ORDER BY q.o
+"""  # noqa: S608 - constant SQL
+
+# The rest of the room, from the workspaces whose windows of roots were full: their roots
+# beyond the window (or whose steps another claimer holds, SKIP LOCKED), in index order, not
+# the ones this claim has locked already. Without it, two drains claiming at once look at the
+# same roots, and the second — finding their steps locked — would claim nothing.
+BEYOND = f"""
+    SELECT c.id, c.suspect FROM unnest(%(ws)s::bigint[], %(ns)s::int[]) WITH ORDINALITY AS q(ws, n, o)
+    CROSS JOIN LATERAL (
+        SELECT s.id, {SUSPECT} AS suspect FROM executions_step s
+        WHERE {_DUE} AND s.workspace_id = q.ws AND s.id <> ALL(%(taken)s::bigint[])
+        ORDER BY s.workspace_id, s.priority, s.root_id, s.due_at LIMIT q.n
         FOR UPDATE OF s SKIP LOCKED) c
     ORDER BY q.o
 """  # noqa: S608 - constant SQL
@@ -167,6 +185,7 @@ class Flow:
     root_cursor: uuid.UUID
     classes: list[list[Root]] = field(default_factory=list)  # best level first
     visited: int = 0  # roots found
+    window: int = 1  # roots looked for per priority class
     served: uuid.UUID | None = None  # the last root that got steps
     credit: float = 0.0
     taken: int = 0
@@ -187,10 +206,9 @@ def claim_plain(cursor: Any, room: int) -> list[tuple[int, bool]]:
     """Lock up to ``room`` due plain steps, fairly (see the module doc); returns ``(id,
     suspect)`` per candidate, in the order they were chosen."""
     window = max(room, WINDOW)
-    flows, after = _due_workspaces(cursor, window)
+    flows, after = _due_flows(cursor, room, window)
     if not flows:
         return []
-    _find_roots(cursor, flows, room)
     rows = _take(cursor, flows, room)
     if (len(flows) > 1 or any(f.visited > 1 for f in flows)) and _hold_clock(cursor):
         _save(cursor, flows, window_full=len(flows) == window, after=after)
@@ -207,31 +225,32 @@ def _hold_clock(cursor: Any) -> bool:
     return cursor.fetchone() is not None
 
 
-def _due_workspaces(cursor: Any, k: int) -> tuple[list[Flow], int]:
-    """Up to ``k`` workspaces with due work, from past the stored cursor round to it; and the cursor."""
-    cursor.execute(DUE_WORKSPACES, {"top": 2**63 - 1, "k": k, "nil": NIL})
-    found = cursor.fetchall()
-    after = int(found[0][4]) if found else 0
-    flows = [Flow(int(ws), int(weight), float(deficit), root_cursor) for ws, weight, deficit, root_cursor, _ in found]
-    return flows, after
-
-
-def _find_roots(cursor: Any, flows: list[Flow], room: int) -> None:
-    """Each flow's priority classes, best level first, with their roots in cursor order."""
-    share = max(1, math.ceil(room / len(flows)))
-    cursor.execute(DUE_ROOTS, {"ws": [f.workspace for f in flows], "cursors": [f.root_cursor for f in flows],
-                               "ks": [share] * len(flows), "priorities": list(PRIORITIES), "nil": NIL, "top": TOP})
+def _due_flows(cursor: Any, room: int, window: int) -> tuple[list[Flow], int]:
+    """The workspaces with due work (up to ``window``, from past the stored cursor round to
+    it), each with its priority classes, best level first, and their roots in cursor order;
+    and the stored cursor."""
+    cursor.execute(DUE_FLOWS, {"top": 2**63 - 1, "top_root": TOP, "k": window, "room": room, "nil": NIL,
+                               "priorities": list(PRIORITIES)})
+    flows: dict[int, Flow] = {}
     by_class: dict[tuple[int, int], list[Root]] = {}
     waited: dict[tuple[int, int], float] = {}
-    for ws, priority, root, seconds in cursor.fetchall():
-        by_class.setdefault((ws, priority), []).append(Root(root, int(priority)))
-        waited[ws, priority] = max(waited.get((ws, priority), 0.0), float(seconds))
+    after = 0
+    for ws, weight, deficit, root_cursor, window_cursor, priority, root, seconds in cursor.fetchall():
+        after = int(window_cursor)
+        if ws not in flows:
+            flows[ws] = Flow(int(ws), int(weight), float(deficit), root_cursor)
+        key = (ws, int(priority))
+        by_class.setdefault(key, []).append(Root(root, int(priority)))
+        waited[key] = max(waited.get(key, 0.0), float(seconds))
     aging = aging_seconds()
-    for flow in flows:
-        keys = [key for key in by_class if key[0] == flow.workspace]
-        keys.sort(key=lambda key: (level(key[1], waited[key], aging), key[1]))
+    k = max(1, math.ceil(room / len(flows))) if flows else 1  # as DUE_FLOWS's ``k``
+    for flow in flows.values():
+        flow.window = k
+        keys = sorted((key for key in by_class if key[0] == flow.workspace),
+                      key=lambda key: (level(key[1], waited[key], aging), key[1]))
         flow.classes = [by_class[key] for key in keys]
         flow.visited = sum(len(roots) for roots in flow.classes)
+    return list(flows.values()), after
 
 
 def level(priority: int, waited: float, aging: float) -> int:
@@ -287,9 +306,20 @@ def _take(cursor: Any, flows: list[Flow], room: int) -> list[tuple[int, bool]]:
                 f.served = root.id
             if count < n:
                 root.live = False
+    rows += _beyond(cursor, flows, room - len(rows), rows)
     for f in flows:  # DRR: a flow that ran out of work keeps no credit
         f.deficit = max(0.0, f.credit - f.taken) if f.live and any(r.live for c in f.classes for r in c) else 0.0
     return rows
+
+
+def _beyond(cursor: Any, flows: list[Flow], left: int, rows: list[tuple[int, bool]]) -> list[tuple[int, bool]]:
+    """Room the rounds left, from workspaces that may have more roots than their window showed."""
+    wide = [f for f in flows if any(len(roots) >= f.window for roots in f.classes)]
+    if left <= 0 or not wide:
+        return []
+    shares = split(wide, left, owed=False)
+    cursor.execute(BEYOND, {"ws": [f.workspace for f in wide], "ns": shares, "taken": [r[0] for r in rows]})
+    return [(step_id, bool(suspect)) for step_id, suspect in cursor.fetchall()]
 
 
 def _save(cursor: Any, flows: list[Flow], *, window_full: bool, after: int) -> None:

@@ -45,16 +45,17 @@ INSERT_EXECUTIONS = """
 HELD_UNTIL = "9999-12-31T00:00:00+00:00"
 HELD_REASON = "waiting for a slot: its fan-out runs at most maxConcurrency children at once"
 
-# A step's destination is resolved by name in its execution's workspace (NULL: none); its
-# workspace, root and priority are its execution's (the fair claim's index, fairness.py).
+# A step's destination is resolved by name in its execution's workspace (NULL: none); its root
+# and priority are its execution's, and so is its workspace if it is a plain step (the fair
+# claim's key and index, fairness.py; a destination step is claimed per destination).
 INSERT_STEPS = """
     INSERT INTO executions_step (execution_id, vertex, prev_vertex, attempt, max_attempts, due_at, wait_reason,
                                  destination_id, lease_expiries, state, error, created_at, workspace_id, root_id,
                                  priority)
     SELECT n.execution_id, n.vertex, n.prev_vertex, 1, n.max_attempts,
            CASE WHEN n.held THEN %(held_until)s::timestamptz ELSE now() END,
-           CASE WHEN n.held THEN %(held_reason)s ELSE '' END, d.id, 0, '{}'::jsonb, '', now(), e.workspace_id,
-           e.root_id, e.priority
+           CASE WHEN n.held THEN %(held_reason)s ELSE '' END, d.id, 0, '{}'::jsonb, '', now(),
+           CASE WHEN d.id IS NULL THEN e.workspace_id END, e.root_id, e.priority
     FROM unnest(%(executions)s::uuid[], %(vertices)s::varchar[], %(prevs)s::varchar[], %(max_attempts)s::int[],
                 %(workspaces)s::bigint[], %(destinations)s::varchar[], %(held)s::boolean[])
          AS n(execution_id, vertex, prev_vertex, max_attempts, workspace_id, destination, held)

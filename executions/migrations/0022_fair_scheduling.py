@@ -53,18 +53,18 @@ class Migration(migrations.Migration):
             name='workspace',
             field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='workflows.workspace'),
         ),
-        # Existing steps take their execution's workspace and root (the fair claim reads them;
-        # a retried finished step is claimed through them too). Priorities start at the default.
+        # Existing steps take their execution's root, and plain ones its workspace (the fair claim
+        # reads them; a retried finished step is claimed through them too). Priorities start at 3.
         migrations.RunSQL(
-            """UPDATE executions_step s SET workspace_id = e.workspace_id, root_id = e.root_id
+            """UPDATE executions_step s
+               SET workspace_id = CASE WHEN s.destination_id IS NULL THEN e.workspace_id END, root_id = e.root_id
                FROM executions_execution e WHERE e.id = s.execution_id""",
             migrations.RunSQL.noop),
         migrations.AddIndex(
             model_name='step',
-            index=models.Index(condition=models.Q(('destination__isnull', True),
-                                                  ('due_at__lt', datetime.datetime(9999, 12, 31, 0, 0,
+            index=models.Index(condition=models.Q(('due_at__lt', datetime.datetime(9999, 12, 31, 0, 0,
                                                                                    tzinfo=datetime.UTC)),
-                                                  ('status', 'READY')),
+                                                  ('status', 'READY'), ('workspace__isnull', False)),
                                fields=['workspace', 'priority', 'root', 'due_at'], name='step_claim_fair'),
         ),
         migrations.AddConstraint(
