@@ -50,7 +50,10 @@ def crowded(request, workspace):
 
 
 def test_the_fair_claims_statements_read_steps_only_through_step_claim_fair(crowded):
+    """As a claim plans them: in its transaction, after fairness.plan_by_index."""
     workspace, root = crowded
+    with connection.cursor() as cursor:
+        fairness.plan_by_index(cursor)
     statements = {
         "DUE_FLOWS": (fairness.DUE_FLOWS, {"top": 2**63 - 1, "top_root": fairness.TOP, "k": 100, "room": 100,
                                            "nil": fairness.NIL, "priorities": [1, 2, 3, 4, 5]}),
