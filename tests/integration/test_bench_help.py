@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-BENCHMARKS = ["fanout", "floor", "baseline", "redelivery", "scale", "ui", "cluster", "destination", "flow", "steps"]
+BENCHMARKS = ["fanout", "floor", "baseline", "redelivery", "scale", "ui", "cluster", "destination", "flow", "fairness", "steps"]
 
 
 @pytest.mark.parametrize("args", [["--help"], *[[name, "--help"] for name in BENCHMARKS]])
