@@ -10,7 +10,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from django.db import connection
 from bench.chaos import lab as chaos_lab
 from executions.models import Destination, Step
 from executions.services import waits as services
-from tests.support import factories, helpers
+from tests.support import factories, helpers, httpserver
 
 pytestmark = [pytest.mark.fault, pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -52,15 +52,11 @@ def partner() -> Iterator[tuple[str, dict[str, Any]]]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", state
-    finally:
-        state["release"].set()
-        server.shutdown()
-        server.server_close()
+    with httpserver.serving(Handler) as url:
+        try:
+            yield url, state
+        finally:
+            state["release"].set()  # before the server shuts down: a handler may be waiting on it
 
 
 def test_a_worker_killed_while_its_callback_arrives_loses_nothing(lab):

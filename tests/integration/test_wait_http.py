@@ -6,18 +6,17 @@ partner was fast) is not lost."""
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 from django.conf import settings
 
 from executions.models import Destination, Step
-from tests.support import helpers
+from tests.support import helpers, httpserver
 from tests.support.clients import api, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,14 +43,8 @@ def partner(*, call_back_first: bool, status: int = 202) -> Iterator[tuple[str, 
             self.end_headers()
             self.wfile.write(b"{}")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with httpserver.serving(Handler) as url:
+        yield url, seen
 
 
 def call_back(url: str, body: dict[str, Any]) -> int:

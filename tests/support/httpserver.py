@@ -169,14 +169,21 @@ def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve() -> Iterator[tuple[str, Recorder]]:
-    recorder = Recorder()
-    server = _Server(("127.0.0.1", 0), _handler(recorder))
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on a loopback port, on a thread, until the block ends; yields its URL."""
+    server = _Server(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", recorder
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serve() -> Iterator[tuple[str, Recorder]]:
+    recorder = Recorder()
+    with serving(_handler(recorder)) as url:
+        yield url, recorder
