@@ -27,6 +27,9 @@ Missed fire times (the workers were down, or the tick was late):
 
 A fire time whose start is refused (no published version, quota used up, reserved workflow
 without its actor) is skipped too; ``last_error`` says why, and the next fire time is tried.
+A schedule whose stored cron or time zone the rules refuse now (saved by an older release, or
+written around this module: croniter reads ``5-5`` as every minute) fires nothing: it is
+paused with the reason in ``last_error``.
 """
 
 from __future__ import annotations
@@ -363,6 +366,11 @@ ADVANCE = """
     WHERE id = %(id)s
 """
 
+# Pause a schedule whose stored timing the rules refuse (see _refused_timing).
+PAUSE_REFUSED = """
+    UPDATE executions_schedule SET enabled = false, next_run_at = NULL, last_error = %(error)s WHERE id = %(id)s
+"""
+
 
 @dataclass(frozen=True)
 class _Due:
@@ -419,7 +427,26 @@ def _skipped(due: _Due, runs: list[datetime]) -> str:
             f"{why}")
 
 
+def _refused_timing(due: _Due) -> str:
+    """Why the stored cron or time zone of ``due`` is one the rules refuse now (saved by an
+    older release, or written around this service), for last_error; empty if it is fine."""
+    try:
+        validated({"cron": due.cron, "timezone": due.timezone})
+    except Invalid as refused:
+        return "; ".join(f"{error['field']} {error['message']}" for error in refused.errors)
+    return ""
+
+
 def _fire(cursor: Any, due: _Due) -> int:
+    bad_timing = _refused_timing(due)
+    if bad_timing:
+        # croniter would still compute fire times (``5-5`` as every minute): fire nothing,
+        # pause the schedule, and say why; resuming it with a valid cron and time zone works.
+        error = (f"{bad_timing}: paused; no fire time starts until the schedule is saved with a cron and time zone "
+                 "the rules accept and resumed")
+        log.warning("schedule %s: %s", due.name, error)
+        cursor.execute(PAUSE_REFUSED, {"id": due.id, "error": error[:2000]})
+        return 0
     actor = _verified_actor(due.system_actor)
     runs = to_run(due)
     started, last, execution, error = 0, None, None, _skipped(due, runs)

@@ -319,3 +319,24 @@ def test_a_schedules_input_cannot_name_an_upload(workspace: Any) -> None:
                                   input={"entries": {"$upload": "6f1c0e6a-0000-4000-8000-000000000000"}})
     assert refused.value.errors[0]["field"] == "input" and "cannot name an upload" in refused.value.errors[0]["message"]
     assert not Schedule.objects.exists()
+
+
+@pytest.mark.parametrize("stored, words", [
+    ({"cron": "5-5 * * * *"}, "minute 5-5"),  # croniter 7 reads it as every minute
+    ({"cron": "1-0 * * * *"}, "minute 1-0"),
+    ({"timezone": "localtime"}, "depends on the host"),
+])
+def test_a_stored_schedule_the_rules_now_refuse_fires_nothing_and_says_why(workspace: Any, stored: dict[str, Any],
+                                                                          words: str) -> None:
+    """A schedule saved before its cron or time zone was refused (an older release, or a row
+    written around the service) must not fire at times its author never meant (``5-5`` would
+    fire every minute): it is paused, with the reason in last_error, until it is saved again."""
+    every_minute(workspace)
+    Schedule.objects.update(**stored)
+    assert schedules.fire_due(now=minute(7) + timedelta(seconds=5)) == 0
+    schedule = Schedule.objects.get()
+    assert not schedule.enabled and schedule.next_run_at is None and Execution.objects.count() == 0
+    assert words in schedule.last_error and "paused; no fire time starts until" in schedule.last_error
+    assert schedules.fire_due(now=minute(9)) == 0
+    fixed = schedules.update_schedule(schedule, cron="5 * * * *", timezone="UTC", enabled=True, now=minute(9))
+    assert fixed.enabled and fixed.next_run_at == minute(65)
