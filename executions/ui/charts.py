@@ -44,12 +44,14 @@ def flow_chart(name: str, buckets: Sequence[Bucket], limits: Sequence[int | None
         truncate_label=-1, truncate_legend=-1, legend_at_bottom_columns=4, show_x_guides=False,
         show_y_guides=True, y_labels_major_count=3, show_minor_y_labels=False,
         title=None, tooltip_border_radius=2, no_data_text="no calls", print_values=False,
+        value_formatter=lambda v: f"{v:.3g}",  # the second axis's labels fall between whole numbers
         range=(0, max([1.0, *(b.mean_in_flight for b in buckets), *(x for x in limits if x is not None)]) * 1.1),
     )
     chart.x_labels = [_ago(b.ago * bucket_seconds) for b in buckets]
     chart.x_labels_major = [label for b, label in zip(buckets, chart.x_labels, strict=True)
                             if (b.ago * bucket_seconds) % 300 == 0]
-    chart.add("limit", list(limits), stroke_style={"width": 1.5, "dasharray": "4,3"})
+    # Solid and thicker than the dashed guides: the limit in force at the end of each bucket.
+    chart.add("limit", list(limits), stroke_style={"width": 2.5})
     chart.add("in flight (mean)", [round(b.mean_in_flight, 1) for b in buckets], fill=False)
     chart.add("errors", [b.errors for b in buckets], secondary=True)
     chart.add("throttled", [b.throttled for b in buckets], secondary=True)
