@@ -169,10 +169,12 @@ LIMIT_BEFORE = """
                         ORDER BY h.created_at DESC, h.id DESC LIMIT 1) b
 """
 
-# Steps waiting (the most counted in a bucket's samples: executions/core/flow_history.py),
-# read through the (at, destination) unique index: a few rows per destination and bucket.
+# Slots in use and steps waiting, the most counted in a bucket's samples
+# (executions/core/flow_history.py), read through the (at, destination) unique index: a few
+# rows per destination and bucket.
 SAMPLES = """
-    SELECT s.destination_id, floor(extract(epoch FROM now() - s.at) / %(bucket)s)::int AS ago, max(s.waiting)
+    SELECT s.destination_id, floor(extract(epoch FROM now() - s.at) / %(bucket)s)::int AS ago,
+           max(s.in_flight), max(s.waiting)
     FROM executions_destinationsample s
     WHERE s.at > now() - make_interval(mins => %(minutes)s) AND s.destination_id = ANY(%(ids)s)
     GROUP BY 1, 2
@@ -182,8 +184,8 @@ SAMPLES = """
 @dataclass(frozen=True)
 class Bucket:
     """One bucket of a destination's recent flow (``ago``: buckets before now, 0 = newest):
-    its calls, ``limit`` in force at its end (None: unlimited), steps ``waiting`` (the most
-    sampled), ``p95_ms`` of its calls (None: no call)."""
+    its calls, ``limit`` in force at its end (None: unlimited), slots in use (``in_flight``) and
+    steps ``waiting`` (the most sampled), ``p95_ms`` of its calls (None: no call)."""
 
     ago: int
     calls: int
@@ -191,6 +193,7 @@ class Bucket:
     throttled: int
     mean_in_flight: float
     limit: int | None = None
+    in_flight: int = 0
     waiting: int = 0
     p95_ms: float | None = None
 
@@ -205,7 +208,7 @@ def history(destination_ids: list[int], *, minutes: int = 15, bucket_seconds: in
     params: dict[str, Any] = {"ids": destination_ids, "minutes": minutes, "bucket": bucket_seconds}
     calls: dict[int, dict[int, tuple[Any, ...]]] = {d: {} for d in destination_ids}
     changes: dict[int, dict[int, int | None]] = {d: {} for d in destination_ids}
-    waiting: dict[int, dict[int, int]] = {d: {} for d in destination_ids}
+    sampled: dict[int, dict[int, tuple[int, int]]] = {d: {} for d in destination_ids}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(HISTORY, params)
         for destination, ago, *row in cursor.fetchall():
@@ -216,20 +219,21 @@ def history(destination_ids: list[int], *, minutes: int = 15, bucket_seconds: in
         cursor.execute(LIMIT_BEFORE, params)
         before = dict(cursor.fetchall())
         cursor.execute(SAMPLES, params)
-        for destination, ago, most in cursor.fetchall():
-            waiting[destination][ago] = most
-    return {d: _buckets(n, bucket_seconds, calls[d], changes[d], before, d, waiting[d]) for d in destination_ids}
+        for destination, ago, in_flight, waiting in cursor.fetchall():
+            sampled[destination][ago] = (in_flight, waiting)
+    return {d: _buckets(n, bucket_seconds, calls[d], changes[d], before, d, sampled[d]) for d in destination_ids}
 
 
 def _buckets(n: int, bucket_seconds: int, calls: dict[int, tuple[Any, ...]], changes: dict[int, int | None],
-             before: dict[int, int | None], destination: int, waiting: dict[int, int]) -> list[Bucket]:
-    # Before its first row a destination did not exist (its creation writes one) or its older
-    # history is purged (the newest row before the cutoff is kept): take the earliest known.
-    limit = before[destination] if destination in before else changes[max(changes)] if changes else None
+             before: dict[int, int | None], destination: int, sampled: dict[int, tuple[int, int]]) -> list[Bucket]:
+    # Before its first row a destination did not exist (its creation writes one; migration 0025
+    # one for each destination there was): no limit is drawn there (None, as for unlimited).
+    limit = before.get(destination)
     out = []
     for ago in range(n - 1, -1, -1):
         limit = changes.get(ago, limit)
         count, errors, throttled, busy_ms, p95 = calls.get(ago, (0, 0, 0, 0, None))
+        in_flight, waiting = sampled.get(ago, (0, 0))
         out.append(Bucket(ago, count, errors, throttled, float(busy_ms) / (bucket_seconds * 1000), limit,
-                          waiting.get(ago, 0), None if p95 is None else float(p95)))
+                          in_flight, waiting, None if p95 is None else float(p95)))
     return out

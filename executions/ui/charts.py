@@ -51,7 +51,8 @@ def flow_chart(name: str, buckets: Sequence[Bucket], limits: Sequence[int | None
     chart.x_labels_major = [label for b, label in zip(buckets, chart.x_labels, strict=True)
                             if (b.ago * bucket_seconds) % 300 == 0]
     # Solid and thicker than the dashed guides: the limit in force at the end of each bucket.
-    chart.add("limit", list(limits), stroke_style={"width": 2.5})
+    # (Dots too: a limit known for one bucket only — a new destination — is still seen.)
+    chart.add("limit", list(limits), stroke_style={"width": 2.5}, show_dots=True, dots_size=2)
     chart.add("in flight (mean)", [round(b.mean_in_flight, 1) for b in buckets], fill=False)
     chart.add("errors", [b.errors for b in buckets], secondary=True)
     chart.add("throttled", [b.throttled for b in buckets], secondary=True)

@@ -91,10 +91,10 @@ def _charts(rows: list[Destination]) -> list[dict[str, Any]]:
 
 
 def _sparklines(d: Destination, buckets: list[Any]) -> list[dict[str, Any]]:
-    """In flight (mean), waiting (most sampled), errors and p95 latency per bucket (issue 33 §2);
+    """In flight and waiting (the most sampled), errors and p95 latency per bucket (issue 33 §2);
     ``values`` as the page states them (data-values), oldest first."""
     series = [
-        ("in-flight", "in flight", [round(b.mean_in_flight, 1) for b in buckets], "#3182ce", present.count),
+        ("in-flight", "in flight", [b.in_flight for b in buckets], "#3182ce", present.count),
         ("waiting", "waiting", [b.waiting for b in buckets], "#d69e2e", present.count),
         ("errors", "errors", [b.errors for b in buckets], "#c53030", present.count),
         ("p95", "p95 latency", [None if b.p95_ms is None else round(b.p95_ms, 1) for b in buckets], "#1a365d",

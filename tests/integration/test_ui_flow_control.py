@@ -122,7 +122,7 @@ def test_samples_count_waiting_and_in_flight_once_per_period(workspace, api):
     assert (sample.in_flight, sample.waiting) == (0, 3)
     DestinationCall.objects.create(destination=api, status_code=500, ok=False, latency_ms=40, created_at=db_now())
     buckets = destination_reads.history([api.pk], minutes=15, bucket_seconds=30)[api.pk]
-    assert buckets[-1].waiting == 3 and buckets[-1].errors == 1
+    assert (buckets[-1].in_flight, buckets[-1].waiting, buckets[-1].errors) == (0, 3, 1)
 
 
 def test_the_charts_show_four_sparklines_per_destination(operator, api):
