@@ -140,3 +140,31 @@ def test_history_is_purged_with_the_call_log_keeping_the_limit_in_force(api):
     with connection.cursor() as cursor:
         assert flow_history.purge(cursor, age_seconds=86_400) == 1
     assert list(DestinationLimit.objects.filter(destination=api).values_list("limit", flat=True)) == [4]
+
+
+def test_a_viewer_sees_flow_control_but_cannot_edit_it(workspace, api, viewer):
+    page = text(viewer.get("/rate-limits/"))
+    assert f'id="destination-{api.pk}-flow"' in page and "limit now" in page and "breaker off" in page
+    assert "Edit the flow control" not in page
+    assert viewer.get(reverse("ui:destination-flow-edit", args=[api.pk]), **HTMX).status_code == 403
+    assert viewer.post(reverse("ui:destination-flow", args=[api.pk]), FLOW, **HTMX).status_code == 403
+    assert Destination.objects.get(pk=api.pk).concurrency_mode == "fixed"
+    assert AuditEvent.objects.get(action="destination.update").outcome == "refused"
+
+
+def test_a_foreign_destinations_flow_control_is_not_found(operator, other_workspace):
+    foreign = Destination.objects.create(workspace=other_workspace, name="theirs", base_url="http://127.0.0.1:9")
+    assert operator.get(reverse("ui:destination-flow-edit", args=[foreign.pk]), **HTMX).status_code == 404
+    assert operator.post(reverse("ui:destination-flow", args=[foreign.pk]), FLOW, **HTMX).status_code == 404
+    assert Destination.objects.get(pk=foreign.pk).concurrency_mode == "fixed"
+
+
+def test_the_flow_cell_says_when_a_destination_cools_down_or_its_breaker_is_open(operator, api):
+    now = db_now()
+    Destination.objects.filter(pk=api.pk).update(  # as flow.py would leave it
+        cooling_until=now + timedelta(seconds=60), breaker={"failure_ratio": 0.5, "min_calls": 20,
+                                                           "window_seconds": 30.0, "open_seconds": 30.0},
+        breaker_state="open", breaker_open_until=now + timedelta(seconds=30))
+    counts = text(operator.get("/rate-limits/counts", **HTMX))
+    assert "cooling down until" in counts and "breaker open until" in counts
+    assert 'data-breaker="open"' in counts
