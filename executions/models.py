@@ -549,4 +549,5 @@ class UploadItem(models.Model):
         return f"{self.upload_id}[{self.index}]"
 
 
+from executions.flow_models import DestinationLimit, DestinationSample  # noqa: E402, F401 - the app's other models
 from executions.wait_models import ExternalEvent, Wait, WaitKind  # noqa: E402, F401 - the app's other models

@@ -47,6 +47,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from executions.core import calls as call_log
+from executions.core import flow_history
 from workflows.errors import Conflict
 
 ZERO = uuid.UUID(int=0)
@@ -212,6 +213,9 @@ def _purge_call_log(report: Report, budget: _Budget, size: int) -> None:
             report.calls_deleted += deleted
             if deleted < size:
                 break
+    if not budget.spent():  # the charts' history (limits, samples) goes with the call log
+        with transaction.atomic(), connection.cursor() as cursor:
+            flow_history.purge(cursor, age_seconds=age)
 
 
 def _candidates(sql: str, age: float, limit: int) -> Any:

@@ -194,19 +194,35 @@ def _cooldown(value: Any) -> float:
     return float(value)
 
 
+BREAKER_RULES = {"failure_ratio": "a number in (0, 1)", "min_calls": "a whole number from 1 to 10,000",
+                 "window_seconds": f"a number of seconds in (0, {MAX_COOLDOWN:,.0f}]",
+                 "open_seconds": f"a number of seconds in (0, {MAX_COOLDOWN:,.0f}]"}
+
+
+def _breaker_key(key: str, value: Any) -> bool:
+    if not _is_number(value):
+        return False
+    if key == "failure_ratio":
+        return bool(0 < value < 1)
+    if key == "min_calls":
+        return value == int(value) and 1 <= value <= 10_000
+    return bool(0 < value <= MAX_COOLDOWN)
+
+
 def _breaker(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
-    if not isinstance(value, dict) or set(value) - set(BREAKER_DEFAULTS):
+    if not isinstance(value, dict):
         raise _must("breaker")
+    unknown = sorted(set(value) - set(BREAKER_DEFAULTS))
+    if unknown:
+        raise Bad(f"has no key {', '.join(map(repr, unknown))}; its keys are {', '.join(BREAKER_DEFAULTS)}")
     clean = {**BREAKER_DEFAULTS, **value}
-    ratio, calls = clean["failure_ratio"], clean["min_calls"]
-    seconds = (clean["window_seconds"], clean["open_seconds"])
-    if not _is_number(ratio) or not 0 < ratio < 1 or not _is_number(calls) or calls != int(calls) \
-            or not 1 <= calls <= 10_000 or not all(_is_number(x) and 0 < x <= MAX_COOLDOWN for x in seconds):
-        raise _must("breaker")
-    return {"failure_ratio": float(ratio), "min_calls": int(calls), "window_seconds": float(seconds[0]),
-            "open_seconds": float(seconds[1])}
+    bad = [key for key in BREAKER_DEFAULTS if not _breaker_key(key, clean[key])]
+    if bad:  # each bad key with its rule, so a form can say which input is wrong
+        raise Bad("; ".join(f"{key} must be {BREAKER_RULES[key]}" for key in bad))
+    return {"failure_ratio": float(clean["failure_ratio"]), "min_calls": int(clean["min_calls"]),
+            "window_seconds": float(clean["window_seconds"]), "open_seconds": float(clean["open_seconds"])}
 
 
 def _read_only(field: str) -> Callable[[Any], Any]:

@@ -1,9 +1,13 @@
 """Small charts of the Rate Limits page, drawn by pygal as inline SVG (no script: the page's
 fragments are swapped by htmx, and an SVG needs nothing to run).
 
-``flow_chart``: a destination's last minutes — the concurrency limit it had, the mean number of
-calls in flight, and the failed and throttled calls per bucket (on a second axis, since a
-handful of errors next to a limit of 256 would be invisible on the first)."""
+``flow_chart``: a destination's last minutes — the concurrency limit it had (as it was in each
+bucket), the mean number of calls in flight, and the failed and throttled calls per bucket (on
+a second axis, since a handful of errors next to a limit of 256 would be invisible on the first).
+
+``sparkline``: one series on its own scale, a small line with its last value (issue 33 §2:
+in flight, waiting, errors and p95 latency per destination) — a polyline written here, a
+few hundred bytes, rather than pygal's sparkline with its stylesheet."""
 
 from __future__ import annotations
 
@@ -40,12 +44,15 @@ def flow_chart(name: str, buckets: Sequence[Bucket], limits: Sequence[int | None
         truncate_label=-1, truncate_legend=-1, legend_at_bottom_columns=4, show_x_guides=False,
         show_y_guides=True, y_labels_major_count=3, show_minor_y_labels=False,
         title=None, tooltip_border_radius=2, no_data_text="no calls", print_values=False,
+        value_formatter=lambda v: f"{v:.3g}",  # the second axis's labels fall between whole numbers
         range=(0, max([1.0, *(b.mean_in_flight for b in buckets), *(x for x in limits if x is not None)]) * 1.1),
     )
     chart.x_labels = [_ago(b.ago * bucket_seconds) for b in buckets]
     chart.x_labels_major = [label for b, label in zip(buckets, chart.x_labels, strict=True)
                             if (b.ago * bucket_seconds) % 300 == 0]
-    chart.add("limit", list(limits), stroke_style={"width": 1.5, "dasharray": "4,3"})
+    # Solid and thicker than the dashed guides: the limit in force at the end of each bucket.
+    # (Dots too: a limit known for one bucket only — a new destination — is still seen.)
+    chart.add("limit", list(limits), stroke_style={"width": 2.5}, show_dots=True, dots_size=2)
     chart.add("in flight (mean)", [round(b.mean_in_flight, 1) for b in buckets], fill=False)
     chart.add("errors", [b.errors for b in buckets], secondary=True)
     chart.add("throttled", [b.throttled for b in buckets], secondary=True)
@@ -70,3 +77,32 @@ def _ago(seconds: int) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 120, 26, 2.0
+
+
+def sparkline(label: str, values: Sequence[float | None], *, color: str = "#3182ce") -> str:
+    """The SVG of one series, oldest first (None: no value, a gap), scaled to its own maximum."""
+    top = max([0.0, *(v for v in values if v is not None)]) or 1.0
+    step = (SPARK_WIDTH - 2 * SPARK_PAD) / max(1, len(values) - 1)
+    lines: list[list[str]] = []
+    points: list[str] = []
+    for i, value in enumerate(values):
+        if value is None:
+            if points:
+                lines.append(points)
+            points = []
+            continue
+        y = SPARK_HEIGHT - SPARK_PAD - value / top * (SPARK_HEIGHT - 2 * SPARK_PAD)
+        points.append(f"{SPARK_PAD + i * step:.1f},{y:.1f}")
+    if points:
+        lines.append(points)
+    paths = "".join(f'<polyline points="{" ".join(line)}" fill="none" stroke="{color}" stroke-width="1.5"/>'
+                    for line in lines)
+    end = lines[-1][-1].split(",") if lines else None
+    dot = f'<circle cx="{end[0]}" cy="{end[1]}" r="2" fill="{color}"/>' if end else ""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_escape(label)}" '
+            f'width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}">'
+            f'<line x1="0" y1="{SPARK_HEIGHT - SPARK_PAD}" x2="{SPARK_WIDTH}" y2="{SPARK_HEIGHT - SPARK_PAD}" '
+            f'stroke="#e2e8f0"/>{paths}{dot}</svg>')

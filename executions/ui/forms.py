@@ -128,6 +128,42 @@ class LimitForm(DestinationValuesForm):
     numbers = ("concurrency_limit",)
 
 
+BREAKER_INPUTS = {"breaker_failure_ratio": "failure_ratio", "breaker_min_calls": "min_calls",
+                  "breaker_window_seconds": "window_seconds", "breaker_open_seconds": "open_seconds"}
+# What an empty input of the flow-control form stands for (the fields' defaults).
+FLOW_DEFAULTS = {"concurrency_min": 1, "max_cooldown_seconds": 300.0, "max_throttled_waits": 100}
+
+
+class FlowForm(DestinationValuesForm):
+    """A destination's flow-control settings (issue 29): the API's fields, typed as text.
+    The breaker is a switch and its four numbers, which become the API's ``breaker`` object
+    (an empty number takes the rule's default); the service checks everything."""
+
+    concurrency_mode = _text("Mode")
+    concurrency_min = _text("Floor")
+    max_cooldown_seconds = _text("Longest cooldown (s)")
+    max_throttled_waits = _text("Throttled waits")
+    # Where the service's "breaker" errors are shown; the inputs are the breaker_* below.
+    breaker = _text("Circuit breaker")
+    breaker_on = _text("Circuit breaker on")
+    breaker_failure_ratio = _text("Failure ratio")
+    breaker_min_calls = _text("Min calls")
+    breaker_window_seconds = _text("Window (s)")
+    breaker_open_seconds = _text("Open (s)")
+    numbers = ("concurrency_min", "max_cooldown_seconds", "max_throttled_waits", *BREAKER_INPUTS)
+
+    def values(self) -> dict[str, Any]:
+        """The API's fields: ``concurrency_mode``, ``concurrency_min``, ``max_cooldown_seconds``,
+        ``max_throttled_waits`` (empty: the default) and ``breaker`` (null when switched off)."""
+        typed = super().values()
+        values: dict[str, Any] = {"concurrency_mode": typed["concurrency_mode"]}
+        for name, default in FLOW_DEFAULTS.items():
+            values[name] = default if typed[name] is None else typed[name]
+        values["breaker"] = {key: typed[name] for name, key in BREAKER_INPUTS.items() if typed[name] is not None} \
+            if typed["breaker_on"] else None
+        return values
+
+
 CREDENTIAL_INPUTS = ("credentials_kind", "credentials_token", "credentials_username", "credentials_password",
                      "credentials_header", "credentials_value")
 

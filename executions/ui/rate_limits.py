@@ -15,19 +15,19 @@ from executions import extensions, selectors
 from executions.destinations import credentials as credential_rules
 from executions.destinations import rules as destination_services
 from executions.models import Destination
-from executions.ui import access, charts, forms, present
+from executions.ui import access, charts, flow_state, forms, present
 from executions.ui.access import UiRequest, workspace_view
-from executions.ui.responses import POLL_SECONDS
+from executions.ui.responses import CHANGED_EVENT, POLL_SECONDS
 from workflows.audit import audited
 from workflows.errors import Invalid
 from workflows.models import Role
 
 
 def _entries(rows: list[Destination]) -> list[dict[str, Any]]:
-    """Each destination with its live count cells."""
+    """Each destination with its live count cells (its flow state among them)."""
     live = selectors.destinations.live_counts([d.pk for d in rows])
-    return [{"d": d, "c": _count_cells(live.get(d.pk, {})), "credentials_problem": _credentials_problem(d)}
-            for d in rows]
+    return [{"d": d, "c": {**_count_cells(live.get(d.pk, {})), "flow": flow_state.now(d, live.get(d.pk, {}))},
+             "credentials_problem": _credentials_problem(d)} for d in rows]
 
 
 def _credentials_problem(destination: Destination) -> str:
@@ -74,7 +74,8 @@ CHART_MINUTES, CHART_BUCKET_SECONDS, CHART_POLL_SECONDS = 15, 30, 15
 
 
 def _charts(rows: list[Destination]) -> list[dict[str, Any]]:
-    """A chart per destination that was called in the charts' window, by name."""
+    """A chart per destination that was called in the charts' window, by name: the limit as it
+    was in each bucket, in flight, errors and throttled answers; and its sparklines."""
     found = selectors.destinations.history([d.pk for d in rows], minutes=CHART_MINUTES,
                                            bucket_seconds=CHART_BUCKET_SECONDS)
     shown = []
@@ -82,11 +83,32 @@ def _charts(rows: list[Destination]) -> list[dict[str, Any]]:
         buckets = found.get(d.pk, [])
         if not any(b.calls for b in buckets):
             continue
-        limits = [d.concurrency_limit] * len(buckets)
+        limits = [b.limit for b in buckets]
         shown.append({"d": d, "svg": charts.flow_chart(d.name, buckets, limits, bucket_seconds=CHART_BUCKET_SECONDS),
                       "calls": sum(b.calls for b in buckets), "errors": sum(b.errors for b in buckets),
-                      "throttled": sum(b.throttled for b in buckets)})
+                      "throttled": sum(b.throttled for b in buckets), "sparklines": _sparklines(d, buckets)})
     return shown
+
+
+def _sparklines(d: Destination, buckets: list[Any]) -> list[dict[str, Any]]:
+    """In flight and waiting (the most sampled), errors and p95 latency per bucket (issue 33 §2);
+    ``values`` as the page states them (data-values), oldest first."""
+    series = [
+        ("in-flight", "in flight", [b.in_flight for b in buckets], "#3182ce", present.count),
+        ("waiting", "waiting", [b.waiting for b in buckets], "#d69e2e", present.count),
+        ("errors", "errors", [b.errors for b in buckets], "#c53030", present.count),
+        ("p95", "p95 latency", [None if b.p95_ms is None else round(b.p95_ms, 1) for b in buckets], "#1a365d",
+         lambda ms: present.duration(ms / 1000)),
+    ]
+    out = []
+    for key, label, values, color, shown in series:
+        last = next((v for v in reversed(values) if v is not None), None)
+        out.append({"key": key, "label": label, "color": color,
+                    "values": ",".join("" if v is None else f"{v:g}" for v in values),
+                    "last": "–" if last is None else shown(last),
+                    "svg": charts.sparkline(f"{label} of {d.name} over the last {CHART_MINUTES} minutes", values,
+                                            color=color)})
+    return out
 
 
 @require_GET
@@ -162,7 +184,51 @@ def update_limit(request: UiRequest, destination_id: int) -> HttpResponse:
             request, _destination(request, destination_id), editing=True, form=form, error=error.message),
             status=400)
     flash = f"Limit of '{destination.name}' set to {_limit(detail['new'])} (was {_limit(detail['old'])})."
-    return render(request, "ui/rate_limits/_row.html", _row_context(request, destination, flash=flash))
+    return changed(render(request, "ui/rate_limits/_row.html", _row_context(request, destination, flash=flash)))
+
+
+def changed(response: HttpResponse) -> HttpResponse:
+    """A change was saved: the page's other parts (the charts) refresh at once (sb-changed)."""
+    response["HX-Trigger"] = CHANGED_EVENT
+    return response
+
+
+@require_GET
+@workspace_view
+def edit_flow(request: UiRequest, destination_id: int) -> HttpResponse:
+    request.principal.require(Role.OPERATOR, "edit flow control")
+    destination = _destination(request, destination_id)
+    form = forms.FlowForm(initial=flow_state.initial(destination))
+    return render(request, "ui/rate_limits/_row.html",
+                  _row_context(request, destination, editing_flow=True, form=form))
+
+
+@require_POST
+@workspace_view
+def update_flow(request: UiRequest, destination_id: int) -> HttpResponse:
+    """Save the flow-control settings through the API's service and rules; only the fields
+    that change are sent (a change of mode, floor or breaker starts the flow state afresh),
+    and the audit row names them with their old and new values, as the API's does."""
+    principal = request.principal
+    form = forms.FlowForm(request.POST)
+    detail: dict[str, Any] = {}
+    try:
+        with audited(principal, "destination.update", target=f"destination:{destination_id}", detail=detail):
+            principal.require(Role.OPERATOR, "edit flow control")
+            destination = _destination(request, destination_id)
+            form.is_valid()  # text only: the rules are the service's
+            values = flow_state.changes(destination, form.values())
+            detail.update(name=destination.name, fields=sorted(values),
+                          old={f: flow_state.setting(destination, f) for f in values}, new=values)
+            destination_services.update_destination(destination, **values)
+            detail["new"] = {f: flow_state.setting(destination, f) for f in values}
+    except Invalid as error:
+        forms.show_errors(form, error.errors)
+        return render(request, "ui/rate_limits/_row.html", _row_context(
+            request, _destination(request, destination_id), editing_flow=True, form=form,
+            error="" if form.errors else error.message), status=400)
+    flash = flow_state.saved(destination.name, detail["fields"])
+    return changed(render(request, "ui/rate_limits/_row.html", _row_context(request, destination, flow_flash=flash)))
 
 
 def _limit(value: int | None) -> str:
@@ -185,6 +251,6 @@ def create(request: UiRequest) -> HttpResponse:
         forms.show_errors(form, error.errors)
         return render(request, "ui/rate_limits/_create.html", {"form": form, "error": error.message}, status=400)
     rows = selectors.destinations.every(principal.workspace)
-    return render(request, "ui/rate_limits/_created.html", {
+    return changed(render(request, "ui/rate_limits/_created.html", {
         "form": forms.DestinationForm(), "entries": _entries(rows), "can_operate": True,
-        "flash": f"Destination '{created.name}' created."})
+        "flash": f"Destination '{created.name}' created."}))

@@ -44,4 +44,6 @@ urlpatterns = [
     path("rate-limits/<int:destination_id>", rate_limits.row, name="destination-row"),
     path("rate-limits/<int:destination_id>/edit", rate_limits.edit_row, name="destination-edit"),
     path("rate-limits/<int:destination_id>/limit", rate_limits.update_limit, name="destination-limit"),
+    path("rate-limits/<int:destination_id>/flow/edit", rate_limits.edit_flow, name="destination-flow-edit"),
+    path("rate-limits/<int:destination_id>/flow", rate_limits.update_flow, name="destination-flow"),
 ]

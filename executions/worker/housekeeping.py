@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from django.db import DatabaseError, connection, transaction
 
-from executions.core import leases
+from executions.core import flow_history, leases
 from executions.engine import runner as engine
 from executions.platform import notify
 from executions.worker.futures import StepFuture
@@ -48,10 +48,11 @@ WORK_PENDING = """
 
 
 class Housekeeping:
-    """The heartbeat, the reaper and the RUNNING display, each on its own period."""
+    """The heartbeat, the reaper, the RUNNING display and the flow samples of the Rate Limits
+    page's charts (flow_history.sample), each on its own period."""
 
     def __init__(self) -> None:
-        self.last_heartbeat = self.last_reap = 0.0
+        self.last_heartbeat = self.last_reap = self.last_sample = 0.0
 
     def run(self, steps: InFlightSteps, gates: Gates) -> None:
         now = time.monotonic()
@@ -66,11 +67,24 @@ class Housekeeping:
         if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
             self.last_reap = now
             engine.reap()
+        if now - self.last_sample > flow_history.SAMPLE_SECONDS / 2:
+            self.last_sample = now
+            take_sample()
         show_running(steps, now)
 
     def reap_soon(self) -> None:
         """Reap at the next turn (a timer or lease expiry was due)."""
         self.last_reap = 0.0
+
+
+def take_sample() -> None:
+    """This period's in-flight and waiting counts for the charts; a database error loses only
+    this sample (logged; the chart shows the period as empty) and the drain goes on."""
+    try:
+        with connection.cursor() as cursor:
+            flow_history.sample(cursor)
+    except DatabaseError:
+        log.warning("could not sample the destinations' in-flight and waiting counts", exc_info=True)
 
 
 def fence_off(steps: InFlightSteps, lost: list[tuple[StepFuture, InFlight]]) -> None:

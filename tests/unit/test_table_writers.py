@@ -41,6 +41,10 @@ OWNERS: dict[str, set[str]] = {
     "executions_destination": {"executions/core/leases.py",  # the rate-limit token bucket, spent by claims
                                "executions/core/flow.py"},  # flow control's state: cooldown, current limit, breaker
     "executions_destinationcall": {"executions/core/calls.py"},
+    # The charts' flow history: limit rows come from a trigger (migration 0025), purged here;
+    # samples are written by the drains' housekeeping through this module.
+    "executions_destinationlimit": {"executions/core/flow_history.py"},
+    "executions_destinationsample": {"executions/core/flow_history.py"},
     "executions_schedule": {"executions/services/schedules.py"},  # a fire advances next_run_at
     "workflows_workflowdefinition": {"workflows/services.py"},
     "workflows_workflowversion": {"workflows/services.py"},
