@@ -303,8 +303,10 @@ def test_the_page_costs_the_same_queries_for_5_or_60_children(operator, workspac
 
 
 def test_steps_say_what_they_wait_for(operator, workspace):
-    helpers.publish(workspace, "hello", demo_workflows.HELLO)
-    timer = helpers.start(workspace, "hello", {"who": "ops"})
+    # A long timer: the demo's 2 s one can fire while a loaded machine runs the engine.
+    helpers.publish(workspace, "sleepy", {"start": "pause", "vertices": {
+        "pause": {"type": "TIMER", "seconds": 600, "next": "done"}, "done": {"type": "SUCCEED"}}})
+    timer = helpers.start(workspace, "sleepy", {"who": "ops"})
     backoff_doc = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.fail_if",
                                                     "retry": {"maxAttempts": 3, "backoffSeconds": 600}}}}
     helpers.publish(workspace, "backoff", backoff_doc)
