@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", ("workflows", "workflows.dsl", "workflows.errors", "workflows.fields", "workflows.models",
                 "workflows.handlers", "workflows.handler_modules", "workflows.sudo", "workflows.signing")),
     ("platform", ("executions.platform",)),
-    ("core", ("executions.models", "executions.wait_models", "executions.handlers", "executions.core")),
+    ("core", ("executions.models", "executions.wait_models", "executions.bulk_models", "executions.handlers", "executions.core")),
     ("destinations", ("executions.destinations",)),
     ("fanout", ("executions.fanout",)),
     ("engine", ("executions.engine",)),
