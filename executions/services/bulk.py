@@ -4,7 +4,7 @@ a filter, as a durable operation with an outcome ledger (``executions/core/bulk.
 ``start`` checks the filter and the parent, and creates the operation with its ledger in one
 transaction (the API answers 202 with its id); after commit a worker is asked to run it
 (``platform.notify.bulk_created``; the tick and live drains take over one whose worker died).
-``run`` runs one operation in batches of ``BATCH`` children, each batch one transaction:
+``run`` runs one operation in batches of ``SB_BULK_BATCH`` children, each batch one transaction:
 
 * **retry**: the parent's failFast lock, the operation row, then ``fanout/recovery.retry_some``
   over the batch — the very rules and locks of retry-failed (S9, S16, S28: FAILED children with
@@ -42,7 +42,6 @@ from executions.services import lifecycle
 from workflows import sudo
 from workflows.errors import Conflict, Invalid
 
-BATCH = 500
 MAX_INDEXES = 100_000
 STATUSES = [status.value for status in ExecutionStatus]
 # Terms that select children (``spawner`` only narrows them): a filter needs at least one.
@@ -53,6 +52,10 @@ SELECTING = ("status", "error_contains", "indexes", "error_signature")
 class Started:
     operation: uuid.UUID
     matched: int
+
+
+def batch_size() -> int:
+    return int(settings.SB["BULK_BATCH"])
 
 
 def lease_seconds() -> float:
@@ -161,7 +164,7 @@ def _retry_batch(claimed: bulk.Claimed, worker: str, message: str) -> bool | Non
         cancel.lock_fail_fast(cursor, claimed.parent)  # rule 0: first
         if not bulk.lock(cursor, claimed.id, worker):
             return None
-        rows = bulk.next_batch(cursor, claimed.id, BATCH)
+        rows = bulk.next_batch(cursor, claimed.id, batch_size())
         if not rows:
             return False
         children = [child for _, child in rows]
@@ -185,7 +188,7 @@ def _cancel_batch(claimed: bulk.Claimed, worker: str, message: str) -> bool | No
         cancel.lock_fail_fast(cursor, claimed.parent)  # rule 0: first (as a retry of this parent)
         if not bulk.lock(cursor, claimed.id, worker):
             return None
-        rows = bulk.next_batch(cursor, claimed.id, BATCH)
+        rows = bulk.next_batch(cursor, claimed.id, batch_size())
         if not rows:
             return False
         sealed = cancel.seal(cursor, [child for _, child in rows], message=message)
@@ -200,7 +203,7 @@ def _sweep_sealed(claimed: bulk.Claimed, worker: str, message: str) -> None:
     """Sweep under the children a cancel batch sealed, then mark them done."""
     while True:
         with connection.cursor() as cursor:
-            rows = bulk.next_batch(cursor, claimed.id, BATCH, BulkOutcome.SEALED)
+            rows = bulk.next_batch(cursor, claimed.id, batch_size(), BulkOutcome.SEALED)
         if not rows:
             return
         cancel.sweep_under([child for _, child in rows], message=message)

@@ -228,8 +228,8 @@ def test_a_cancel_sealed_by_a_worker_that_died_is_swept_by_the_next(workspace: A
 
 
 def test_a_worker_whose_lease_expired_stops_and_the_next_acts_on_each_child_once(workspace: Any,
-                                                                               monkeypatch: Any) -> None:
-    monkeypatch.setattr(bulk_services, "BATCH", 2)
+                                                                               settings: Any) -> None:
+    settings.SB = {**settings.SB, "BULK_BATCH": 2}
     parent = failed_parent(workspace, items=8, failing={i: "boom" for i in range(8)})
     answer = started(workspace, parent, "retry", {"status": ["FAILED"]})
     with connection.cursor() as cursor:
