@@ -40,7 +40,7 @@ from executions.models import BulkAction, BulkOutcome, Execution, ExecutionStatu
 from executions.platform import hosts, notify, transient
 from executions.services import lifecycle
 from workflows import sudo
-from workflows.errors import Conflict, Invalid
+from workflows.errors import Conflict, Invalid, ServiceError
 
 MAX_INDEXES = 100_000
 STATUSES = [status.value for status in ExecutionStatus]
@@ -170,9 +170,10 @@ def _retry_batch(claimed: bulk.Claimed, worker: str, message: str) -> bool | Non
         children = [child for _, child in rows]
         why = bulk.why_not_retried(cursor, claimed.parent, children)
         runnable = [child for child in children if why[child] is None]
-        retried = recovery.retry_some(cursor, claimed.parent, runnable, message=message) if runnable else set()
+        retried, refused = _retry_some(cursor, claimed.parent, runnable, message)
         if retried:
             notify.work_created(cursor)
+        why |= {child: refused for child in runnable} if refused else {}
         # A child the retry's own rules passed over (e.g. a failFast cancel whose merge has not
         # failed) is skipped as no longer failed.
         outcomes = [(position, BulkOutcome.DONE, "") if child in retried
@@ -180,6 +181,19 @@ def _retry_batch(claimed: bulk.Claimed, worker: str, message: str) -> bool | Non
                     for position, child in rows]
         bulk.record(cursor, claimed.id, outcomes, lease_seconds=lease_seconds())
         return True
+
+
+def _retry_some(cursor: Any, parent: uuid.UUID, children: list[uuid.UUID], message: str
+                ) -> tuple[set[uuid.UUID], str]:
+    """The batch's retry in a savepoint: a refusal (a tree retention began to purge while the
+    batch ran, S19) skips the batch's children with its reason instead of failing the operation."""
+    if not children:
+        return set(), ""
+    try:
+        with transaction.atomic():
+            return recovery.retry_some(cursor, parent, children, message=message), ""
+    except ServiceError as error:
+        return set(), bulk.PURGED if "retention" in error.message else error.message
 
 
 def _cancel_batch(claimed: bulk.Claimed, worker: str, message: str) -> bool | None:
