@@ -78,7 +78,7 @@ def bulk(parent: Execution, action: str, terms: dict[str, Any]) -> Callable[[], 
 
 
 @pytest.mark.parametrize("cancel", ["execution", "open children", "bulk"])
-@pytest.mark.parametrize("retry", ["retry-failed", "bulk"])
+@pytest.mark.parametrize("retry", ["retry-failed", "bulk", "one child"])
 def test_a_cancel_and_a_retry_of_one_tree_at_once_never_fail_with_a_deadlock(workspace: Any, cancel: str,
                                                                               retry: str) -> None:
     for _ in range(ROUNDS):
@@ -86,8 +86,10 @@ def test_a_cancel_and_a_retry_of_one_tree_at_once_never_fail_with_a_deadlock(wor
         cancelling = {"execution": lambda p=parent: services.cancel_execution(p, actor="race"),
                       "open children": lambda p=parent: services.cancel_open_children(p, actor="race"),
                       "bulk": bulk(parent, "cancel", {"status": ["PENDING", "RUNNING"]})}[cancel]
+        failed = Execution.objects.filter(parent=parent, status="FAILED").order_by("item_index")[0]
         retrying = {"retry-failed": lambda p=parent: services.retry_failed_children(p, actor="race"),
-                    "bulk": bulk(parent, "retry", {"status": ["FAILED"]})}[retry]
+                    "bulk": bulk(parent, "retry", {"status": ["FAILED"]}),
+                    "one child": lambda c=failed: services.retry_execution(c, actor="race")}[retry]
         assert_no_error_but_refusals(race(cancelling, retrying))
         bulk_services.run_due()  # an operation the race left to another worker
         assert_counters_match(parent)
