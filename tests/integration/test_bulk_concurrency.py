@@ -5,17 +5,16 @@ deadlock error (a 500) — and the tree ends consistent: every child's fan-out c
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from executions.models import Execution, FanOut
 from executions.services import bulk as bulk_services
 from executions.services import lifecycle as services
 from tests.support import handlers, helpers
+from tests.support.threads import race
 from workflows.errors import ServiceError
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -35,31 +34,14 @@ def tree(workspace: Any) -> Execution:
     return helpers.refresh(parent)
 
 
-def race(*works: Callable[[], Any]) -> list[Any]:
-    """Run ``works`` at once (a barrier lines them up); their results or exceptions."""
-    barrier = threading.Barrier(len(works))
-    results: dict[int, Any] = {}
-
-    def body(index: int, work: Callable[[], Any]) -> None:
+def refusal_allowed(work: Callable[[], Any]) -> Callable[[], Any]:
+    """``work``, whose refusal (a ``ServiceError``: a 4xx) is its result; any other error raises."""
+    def run() -> Any:
         try:
-            barrier.wait(10)
-            results[index] = work()
-        except BaseException as error:  # handed to the test
-            results[index] = error
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=body, args=(i, work)) for i, work in enumerate(works)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    return [results.get(i) for i in range(len(works))]
-
-
-def assert_no_error_but_refusals(results: list[Any]) -> None:
-    errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, ServiceError)]
-    assert errors == [], errors
+            return work()
+        except ServiceError as error:
+            return error
+    return run
 
 
 def assert_counters_match(parent: Execution) -> None:
@@ -90,6 +72,6 @@ def test_a_cancel_and_a_retry_of_one_tree_at_once_never_fail_with_a_deadlock(wor
         retrying = {"retry-failed": lambda p=parent: services.retry_failed_children(p, actor="race"),
                     "bulk": bulk(parent, "retry", {"status": ["FAILED"]}),
                     "one child": lambda c=failed: services.retry_execution(c, actor="race")}[retry]
-        assert_no_error_but_refusals(race(cancelling, retrying))
+        race(refusal_allowed(cancelling), refusal_allowed(retrying), timeout=120)  # a deadlock error raises
         bulk_services.run_due()  # an operation the race left to another worker
         assert_counters_match(parent)
