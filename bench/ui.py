@@ -187,6 +187,7 @@ def urls(scene: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
         ("children by duration", f"{children}?sort=duration", poll),
         ("children by duration, page 20 (last)", f"{children}?sort=duration&page=20", poll),
         ("long tail", url("execution-long-tail"), poll),
+        ("errors and bulk actions", url("execution-bulk"), poll),
         ("executions list, top-level", reverse("ui:execution-list"), {}),
         ("executions list, all", f"{reverse('ui:execution-list')}?scope=all", {}),
     ]

@@ -21,5 +21,6 @@ class ExecutionsConfig(AppConfig):
         psycopg.adapters.register_dumper(list, ListBinaryDumper)
 
         notify.on_work_created(kick.request_drain)  # work made ready wakes a drain (coalesced)
+        notify.on_bulk_created(kick.request_bulk)  # a bulk operation is run by a worker
         post_spawn.connect(worker.on_worker_spawn, dispatch_uid="schemabridge-drain-on-spawn")
         runtime.install()  # before qcluster builds its queues: a SIGKILLed idle worker must not wedge them

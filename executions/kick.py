@@ -61,3 +61,16 @@ def request_drain(force: bool = False) -> bool:
         # Never let a wake-up fail the caller: the scheduled tick and live drains recover.
         log.exception("could not enqueue a drain task")
         return False
+
+
+def request_bulk() -> bool:
+    """Enqueue a task that runs the bulk operations no worker runs (services/bulk.py); True if
+    enqueued. Never fails the caller: the tick and live drains look for orphaned operations."""
+    try:
+        from django_q.tasks import async_task
+
+        async_task("executions.worker.bulk", task_name="sb-bulk")
+        return True
+    except Exception:
+        log.exception("could not enqueue a bulk operation task")
+        return False

@@ -340,6 +340,8 @@ SB: dict[str, Any] = {
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
     # Children created per INSERT statement by a spawner (S3).
     "SPAWN_BATCH": env_int("SB_SPAWN_BATCH", 1000),
+    # Children a bulk operation acts on per transaction (issue 31 §5, services/bulk.py).
+    "BULK_BATCH": env_int("SB_BULK_BATCH", 500),
     # A spawner hands its step back (READY, due now, no attempt used) after spawning this
     # long, so a 1,000,000-item spawn never outlives its drain task; it resumes at the cursor.
     "SPAWN_SLICE_SECONDS": env_float("SB_SPAWN_SLICE_SECONDS", 60.0),

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from executions.api import converters
-from executions.api.views import actions, destinations, executions, schedules, uploads, waits, workflows
+from executions.api.views import actions, bulk, destinations, executions, schedules, uploads, waits, workflows
 from executions.api.views.base import ApiView
 
 converters.register()
@@ -57,6 +57,10 @@ urlpatterns = [
          on_path(actions.RetryFailedChildren, actions.RetryFailedPreview), name="retry-failed-children"),
     path("executions/<execid:id>/children/cancel-open", on_path(actions.CancelOpenChildren),
          name="cancel-open-children"),
+    path("executions/<execid:id>/children/retry", on_path(bulk.RetryChildren), name="retry-children"),
+    path("executions/<execid:id>/children/cancel", on_path(bulk.CancelChildren), name="cancel-children"),
+    path("executions/<execid:id>/children/error-groups", on_path(bulk.ErrorGroups), name="error-groups"),
+    path("operations/<execid:id>", on_path(bulk.OperationDetail), name="operation"),
     path("executions/<execid:id>/steps/<vertex:vertex>/retry", on_path(actions.RetryStep), name="retry-step"),
     path("executions/<execid:id>/steps/<vertex:vertex>/output", on_path(executions.MergeOutput),
          name="merge-output"),

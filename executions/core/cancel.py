@@ -131,3 +131,46 @@ def _sweep(root: uuid.UUID, message: str, spawner: str | None, cause: str) -> tu
         cancel_steps(cursor, ids, message=f"{message} (cascade)")
         return len(ids), state.cancel_executions(cursor, ids, message=f"{message} (cascade from {root})",
                                                  cause=cause)
+
+
+# --- a bulk cancel's batch (services/bulk.py) ---------------------------------------------------
+
+# The unfinished executions under some executions, at any depth.
+OPEN_UNDER = """
+    WITH RECURSIVE d AS (
+        SELECT id, status FROM executions_execution WHERE parent_id = ANY(%(roots)s::uuid[])
+        UNION ALL
+        SELECT e.id, e.status FROM executions_execution e JOIN d ON e.parent_id = d.id
+    )
+    SELECT id FROM d WHERE status IN ('PENDING', 'RUNNING')
+    ORDER BY id
+    LIMIT %(limit)s
+"""
+
+
+def seal(cursor: Any, execution_ids: list[Any], *, message: str) -> set[uuid.UUID]:
+    """Phase 1 of a cancel for several executions, inside the caller's transaction: their
+    unfinished steps, then the unfinished ones of them → CANCELLED (an operator's cancel);
+    returns the ids it cancelled. Their descendants are swept afterwards (``sweep_under``)."""
+    cancel_steps(cursor, execution_ids, message=message)
+    return state.cancelled_executions(cursor, execution_ids, message=message)
+
+
+def sweep_under(roots: list[Any], *, message: str) -> int:
+    """Phase 2 for executions ``seal`` cancelled: cancel everything unfinished under them, in
+    bounded transactions (as ``cancel_descendants``), until a pass finds none."""
+    cancelled = 0
+    while roots:
+        found, moved = transient.retrying(lambda: _sweep_under(roots, message))
+        cancelled += moved
+        if not found:
+            break
+    return cancelled
+
+
+def _sweep_under(roots: list[Any], message: str) -> tuple[int, int]:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(OPEN_UNDER, {"roots": roots, "limit": SWEEP_BATCH})
+        ids = [row[0] for row in cursor.fetchall()]
+        cancel_steps(cursor, ids, message=f"{message} (cascade)")
+        return len(ids), state.cancel_executions(cursor, ids, message=f"{message} (cascade)")

@@ -798,11 +798,18 @@ def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str
                       cause: str = CancelCause.OPERATOR) -> int:
     """Unfinished executions → CANCELLED, recording ``cause`` (models.CancelCause); returns
     how many moved."""
+    return len(cancelled_executions(cursor, execution_ids, message=message, cause=cause))
+
+
+def cancelled_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
+                         cause: str = CancelCause.OPERATOR) -> set[Any]:
+    """``cancel_executions``, returning the ids of those that moved."""
     if not execution_ids:
-        return 0
+        return set()
     source = _ids(execution_ids, "uuid")
-    return len(_move_executions(cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause)}),
-                                sets={"cancel_cause": "%(cause)s"}, message=message))
+    return {row["id"] for row in _move_executions(
+        cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause)}),
+        sets={"cancel_cause": "%(cause)s"}, message=message)}
 
 
 # Executions the failFast policy cancelled, among some ids (S28); an operator's cancel is not.

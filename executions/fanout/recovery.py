@@ -55,6 +55,7 @@ FAILED_CHILDREN = """
     FROM executions_execution c
     JOIN executions_step s ON s.execution_id = c.id AND s.status = 'FAILED'
     WHERE c.parent_id = %(parent)s AND c.status = 'FAILED' AND c.spawned_by_id = ANY(%(fanouts)s::bigint[])
+      AND (%(only)s::uuid[] IS NULL OR c.id = ANY(%(only)s::uuid[]))
     ORDER BY s.id
 """
 
@@ -82,6 +83,7 @@ FAIL_FAST_CANCELLED = """
         FROM executions_execution c
         WHERE c.parent_id = %(parent)s AND c.status = 'CANCELLED' AND c.cancel_cause = 'failFast'
           AND c.spawned_by_id = ANY(%(fanouts)s::bigint[])
+          AND (%(only)s::uuid[] IS NULL OR c.id = ANY(%(only)s::uuid[]))
         UNION ALL
         SELECT e.id, d.fanout, e.version_id, d.level + 1, e.spawned_by_id, e.item_index
         FROM executions_execution e JOIN d ON e.parent_id = d.id
@@ -132,16 +134,16 @@ def _fetch(cursor: Any, sql: str, params: dict[str, Any]) -> list[dict[str, Any]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def _plan(cursor: Any, parent: uuid.UUID, spawner: str | None) -> _Plan:
+def _plan(cursor: Any, parent: uuid.UUID, spawner: str | None, only: list[uuid.UUID] | None) -> _Plan:
     fanouts = _fetch(cursor, FANOUTS, {"parent": parent, "spawner": spawner})
     if not fanouts:
         return _Plan([], [], [])
-    cursor.execute(FAILED_CHILDREN, {"parent": parent, "fanouts": [f["step_id"] for f in fanouts]})
+    cursor.execute(FAILED_CHILDREN, {"parent": parent, "fanouts": [f["step_id"] for f in fanouts], "only": only})
     failed = list(cursor.fetchall())
     merge_failed = [f["step_id"] for f in fanouts if f["merge_status"] == "FAILED"]
     cancelled: list[tuple[Any, ...]] = []
     if merge_failed:
-        cursor.execute(FAIL_FAST_CANCELLED, {"parent": parent, "fanouts": merge_failed})
+        cursor.execute(FAIL_FAST_CANCELLED, {"parent": parent, "fanouts": merge_failed, "only": only})
         cancelled = list(cursor.fetchall())
     return _Plan(fanouts, failed, cancelled)
 
@@ -178,10 +180,21 @@ def retry_children(cursor: Any, parent: uuid.UUID, *, spawner: str | None, messa
     ``spawner`` only, if given) and re-open the spawners failFast stopped, inside the
     caller's transaction; returns what moved. Raises ``Conflict`` (S19) when the tree's
     payloads are being purged — the caller's transaction then rolls back."""
+    return _retry(cursor, parent, spawner, message, None)[0]
+
+
+def retry_some(cursor: Any, parent: uuid.UUID, children: list[uuid.UUID], *, message: str) -> set[uuid.UUID]:
+    """``retry_children`` restricted to ``children`` (a bulk retry's batch, services/bulk.py):
+    the same rules, locks and redrive, for those of them it re-runs; returns which it re-ran."""
+    return _retry(cursor, parent, None, message, children)[1]
+
+
+def _retry(cursor: Any, parent: uuid.UUID, spawner: str | None, message: str,
+           only: list[uuid.UUID] | None) -> tuple[Counts, set[uuid.UUID]]:
     cancel.lock_fail_fast(cursor, parent)  # first; the plan is read after it, in a fresh snapshot
-    plan = _plan(cursor, parent, spawner)
+    plan = _plan(cursor, parent, spawner, only)
     if not plan.failed and not plan.cancelled:
-        return Counts()
+        return Counts(), set()
     budgets = _budgets(cursor, {row[2] for row in plan.failed} | {row[2] for row in plan.cancelled}
                        | {f["parent_version"] for f in plan.fanouts})
     table = _table(budgets)
@@ -208,7 +221,7 @@ def retry_children(cursor: Any, parent: uuid.UUID, *, spawner: str | None, messa
     never_started = _reopen_spawners(cursor, plan, {fanout_of[i] for i in [*failed_ids, *cancelled_ids]},
                                      budgets, message)
     retention.require_payloads(cursor, [parent, *failed_ids, *cancelled_ids])  # S19: never run without input
-    return Counts(failed, cancelled, never_started)
+    return Counts(failed, cancelled, never_started), {*failed_ids, *cancelled_ids}
 
 
 def _held_lowest(rows: list[tuple[Any, ...]], moved: list[dict[str, Any]]) -> dict[int, int]:

@@ -36,3 +36,18 @@ def work_created(cursor: Any) -> None:
 def _wake() -> None:
     for listener in _listeners:
         listener()
+
+
+_bulk_listeners: list[Callable[[], Any]] = []
+
+
+def on_bulk_created(listener: Callable[[], Any]) -> None:
+    """Call ``listener()`` after each commit that created a bulk operation (services/bulk.py);
+    the worker layer registers one that asks a worker to run it."""
+    if listener not in _bulk_listeners:
+        _bulk_listeners.append(listener)
+
+
+def bulk_created() -> None:
+    """Call inside the transaction that created a bulk operation."""
+    transaction.on_commit(lambda: [listener() for listener in _bulk_listeners])

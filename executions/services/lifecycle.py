@@ -52,6 +52,9 @@ def _guard(execution: Execution, system_actor: sudo.VerifiedActor | None, doing:
         sudo.require(key, system_actor, doing)
 
 
+guard = _guard  # the same check for a bulk operation (services/bulk.py)
+
+
 def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = None,
                     version: str | None = None, idempotency_key: str | None = None,
                     created_by: str = "", system_actor: sudo.VerifiedActor | None = None) -> Started:

@@ -89,6 +89,8 @@ def body(request: UiRequest, execution: Execution, version: str | None = None) -
         # The long tail reads every finished child; it loads right after the page instead
         # of holding it up (then polls like the other fragments).
         "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
+        # Error groups and bulk operations (issue 31 §5, 33 §3): loaded after the page, too.
+        "bulk_url": reverse("ui:execution-bulk", args=[execution.pk]) if views else None,
         "input": preview,
         "can_edit_retry": execution.status == "FAILED" and access.can_operate(request, execution),
         "input_size": present.size(preview.size_bytes) if preview else "",

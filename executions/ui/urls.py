@@ -3,7 +3,15 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from executions.ui import actions, execution_views, rate_limits, schedule_views, workflow_views, workspace_views
+from executions.ui import (
+    actions,
+    bulk_views,
+    execution_views,
+    rate_limits,
+    schedule_views,
+    workflow_views,
+    workspace_views,
+)
 
 app_name = "ui"
 
@@ -21,11 +29,13 @@ urlpatterns = [
     path(f"{execution}/fanouts/<str:spawner>/children", execution_views.children_fragment,
          name="execution-children"),
     path(f"{execution}/long-tail", execution_views.long_tail_fragment, name="execution-long-tail"),
+    path(f"{execution}/bulk", bulk_views.bulk_fragment, name="execution-bulk"),
     # Actions (POST only).
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
     path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
+    path(f"{execution}/children/bulk", bulk_views.bulk_start, name="bulk-start"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
     path(f"{execution}/steps/<str:vertex>/complete", actions.complete_step, name="step-complete"),
     path(f"{execution}/fanouts/<str:spawner>/retry-failed", actions.retry_failed_children,

@@ -2,7 +2,7 @@
 
 One concept per module:
 
-* ``tasks`` — the django-q2 task functions ``drain`` and ``tick`` (queued tasks and
+* ``tasks`` — the django-q2 task functions ``drain``, ``tick`` and ``bulk`` (queued tasks and
   schedules name them ``executions.worker.drain`` / ``executions.worker.tick``) and the
   worker process's start-up hook;
 * ``loop`` — the drain loop (``Drain``): claim, run, commit, look after the rest;
@@ -28,7 +28,7 @@ from executions.worker.housekeeping import NEXT_DUE, WORK_PENDING, cluster_stopp
 from executions.worker.inflight import InFlight
 from executions.worker.loop import Drain
 from executions.worker.pools import InlineExecutor, StepLoop, StepPool
-from executions.worker.tasks import drain, on_worker_spawn, tick
+from executions.worker.tasks import bulk, drain, on_worker_spawn, tick
 
 __all__ = [
     "CONNECTION_LOST",
@@ -41,6 +41,7 @@ __all__ = [
     "StepFuture",
     "StepLoop",
     "StepPool",
+    "bulk",
     "cluster_stopping",
     "connection_lost",
     "drain",

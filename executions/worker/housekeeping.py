@@ -13,9 +13,11 @@ from typing import Any
 import psycopg
 from django.db import DatabaseError, connection, transaction
 
+from executions import kick
 from executions.core import flow_history, leases
 from executions.engine import runner as engine
 from executions.platform import notify
+from executions.services import bulk as bulk_operations
 from executions.worker.futures import StepFuture
 from executions.worker.gates import Gates
 from executions.worker.inflight import InFlight, InFlightSteps
@@ -67,6 +69,7 @@ class Housekeeping:
         if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
             self.last_reap = now
             engine.reap()
+            resume_bulk()  # an operation whose worker died resumes within a reap period
         if now - self.last_sample > flow_history.SAMPLE_SECONDS / 2:
             self.last_sample = now
             take_sample()
@@ -212,3 +215,13 @@ def work_pending() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(WORK_PENDING)
         return bool(cursor.fetchone()[0])
+
+
+def resume_bulk() -> bool:
+    """Enqueue the ``bulk`` task if an operation waits for a worker (none leased it, or its
+    worker's lease expired): the tick's and live drains' check, one indexed query."""
+    try:
+        return bulk_operations.orphaned() and kick.request_bulk()
+    except DatabaseError:
+        log.warning("could not look for bulk operations without a worker")
+        return False

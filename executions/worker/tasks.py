@@ -22,9 +22,10 @@ from django.db import DatabaseError, InterfaceError, OperationalError, close_old
 from executions import kick, registry
 from executions.core import retention
 from executions.engine import runner as engine
+from executions.services import bulk as bulk_operations
 from executions.services import schedules, uploads
 from executions.worker import commits, interpreter, slots
-from executions.worker.housekeeping import work_pending
+from executions.worker.housekeeping import resume_bulk, work_pending
 from executions.worker.loop import DOWN_FOR_GOOD, Drain
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,14 @@ def _drain_resiliently(slot: int) -> int:
         return 0
 
 
+def bulk() -> int:
+    """Task: run the bulk operations (issue 31 §5) that no live worker runs, to their end;
+    returns how many finished. A worker killed during one leaves its lease to expire; the
+    tick or a drain then enqueues this task again and it resumes at the ledger's next row."""
+    close_old_connections()
+    return bulk_operations.run_due()
+
+
 def tick() -> dict[str, Any]:
     """Scheduled task: start due schedules (first: nothing below may make a fire late), reap
     expired leases, run a retention pass bounded by ``RETENTION_TICK_SECONDS`` (the one
@@ -81,6 +90,7 @@ def tick() -> dict[str, Any]:
         uploads_deleted = uploads.apply_retention(cursor)
     if work_pending():
         kick.request_drain(force=True)
+    resume_bulk()
     return {"requeued": requeued, "failed": failed_steps, **gc.as_dict(), "calls_deleted": gc.calls_deleted,
             "uploads_deleted": uploads_deleted,
             "workers_expired": workers_expired, "scheduled": scheduled}

@@ -31,6 +31,8 @@ OWNERS: dict[str, set[str]] = {
                            "executions/core/retention.py"},  # payload retention and purge (S19)
     "executions_wait": {"executions/core/waits.py"},  # waits for the outside world (S27): register, complete
     "executions_externalevent": {"executions/core/waits.py"},  # events posted to a workspace, their retention
+    "executions_bulkoperation": {"executions/core/bulk.py"},  # bulk operations (issue 31 §5): create, lease, counters
+    "executions_bulkitem": {"executions/core/bulk.py"},  # their outcome ledger
     "executions_upload": {"executions/services/uploads.py"},
     "executions_uploaditem": {"executions/services/uploads.py"},
     "executions_fanoutitem": {"executions/fanout/spawn.py",  # a spawner's items: exploded at plan, dropped per batch
