@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executions.core import payloads, records
-from executions.core.merge_rule import FANOUT_DECIDED
+from executions.core.merge_rule import FANOUT_DECIDED, merge_counts
 from executions.models import CancelCause, ExecutionStatus, StepStatus
 from executions.platform import metrics, notify
 
@@ -261,7 +261,7 @@ _ADJUST_FANOUTS = f"""
     WHERE f.step_id = d.step_id
     RETURNING f.step_id, f.execution_id, f.merge_vertex, f.spawner_vertex, f.max_concurrency, f.free_slots,
               f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided,
-              f.succeeded, f.failed, f.cancelled, f.total
+              f.succeeded, f.failed, f.cancelled, f.total, f.min_successful
 """  # noqa: S608 - constant SQL fragments and fixed column names only
 
 # Only for fan-outs with maxConcurrency (their rows are locked by _ADJUST_FANOUTS, in the same
@@ -398,9 +398,9 @@ def _reevaluate_merge_outputs(cursor: Any, fanouts: list[dict[str, Any]]) -> Non
     for fan in fanouts:
         if (key := (fan["execution_id"], fan["merge_vertex"])) not in merged:
             continue
-        counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
+        counts = merge_counts(fan)
         payloads.put_merge_output(cursor, fan["execution_id"], fan["merge_vertex"], spawner=fan["spawner_vertex"],
-                                  counts=counts, total=fan["total"])
+                                  counts=counts, total=fan["total"], succeeded_only=fan["min_successful"] is not None)
         step_id, attempt = merged[key]
         notes.append((fan["execution_id"], step_id, fan["merge_vertex"], attempt,
                       "merge output re-evaluated after retried children finished: "
@@ -587,8 +587,8 @@ def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], d
 
 # A WAITING step's due time is its wait's deadline (a callback, an event: ``await_steps``), which
 # the drain waits for like a timer's (worker/housekeeping.py NEXT_DUE); one waiting for a
-# signal (a merge for its children) has none: records.HELD_UNTIL, after every deadline.
-NO_DUE_TIME = f"'{records.HELD_UNTIL}'::timestamptz"
+# signal (a merge for its children) has none: records.NO_DUE_TIME, after every deadline.
+NO_DUE_TIME = f"'{records.NO_DUE_TIME}'::timestamptz"
 
 
 def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str],
@@ -820,14 +820,17 @@ def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequen
 
 
 def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
-                      cause: str = CancelCause.OPERATOR) -> int:
-    """Unfinished executions → CANCELLED, recording ``cause`` (models.CancelCause); returns
+                      cause: str = CancelCause.OPERATOR, reason: str | None = None) -> int:
+    """Unfinished executions → CANCELLED, recording ``cause`` (models.CancelCause) and, if
+    given, ``reason`` as their error (a quorum's: "the merge reached minSuccessful"); returns
     how many moved."""
     if not execution_ids:
         return 0
     source = _ids(execution_ids, "uuid")
-    return len(_move_executions(cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause)}),
-                                sets={"cancel_cause": "%(cause)s"}, message=message))
+    sets = {"cancel_cause": "%(cause)s", **({"error": "%(reason)s"} if reason is not None else {})}
+    return len(_move_executions(cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause),
+                                                                          "reason": reason}),
+                                sets=sets, message=message))
 
 
 # Executions the failFast policy cancelled, among some ids (S28); an operator's cancel is not.

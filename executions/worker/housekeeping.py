@@ -15,7 +15,7 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 
 from executions.core import leases
-from executions.core.records import HELD_UNTIL
+from executions.core.records import NO_DUE_TIME
 from executions.engine import runner as engine
 from executions.platform import notify
 from executions.worker.futures import StepFuture
@@ -38,8 +38,8 @@ IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluste
 # index (models.Step: step_claim_free, step_claim_destination, step_running_lease,
 # step_waiting_due), so they read only READY/RUNNING/WAITING rows however many steps have
 # finished (issue 14 §7). A step waiting for a signal (a merge) has no deadline: its due time
-# is records.HELD_UNTIL (state.NO_DUE_TIME), past the end of the WAITING branch's range.
-_WAIT_DEADLINES = f"executions_step WHERE status = 'WAITING' AND due_at < '{HELD_UNTIL}'::timestamptz"
+# is records.NO_DUE_TIME, past the end of the WAITING branch's range.
+_WAIT_DEADLINES = f"executions_step WHERE status = 'WAITING' AND due_at < '{NO_DUE_TIME}'::timestamptz"
 NEXT_DUE = f"""
     SELECT extract(epoch FROM least(
         (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL),

@@ -1,7 +1,8 @@
 """The outline of a workflow document as JSON Schema (2020-12), for the API's schema: the
 fields a document has and each vertex's ``type``. What else makes a document valid — the
 fields of each vertex type, JSON paths, that ``start`` and every ``next`` name a vertex, the
-graph's shape — is checked by ``parser.parse`` (docs/dsl.md), which no schema states."""
+graph's shape — is checked by ``parser.parse`` (docs/dsl.md), which no schema states; the
+one exception is a MERGE's quorum (``MERGE_QUORUM``), whose two exclusive fields it states."""
 
 from __future__ import annotations
 
@@ -11,6 +12,22 @@ from workflows.dsl.ast import VERTEX_TYPES
 from workflows.dsl.parser import VERTEX_ID
 
 _ID = {"type": "string", "pattern": f"^{VERTEX_ID.pattern}$"}
+
+# A MERGE's quorum (S26, docs/dsl.md "Quorum merges"): minSuccessful or minSuccessfulRatio, not both.
+MERGE_QUORUM: dict[str, Any] = {
+    "if": {"properties": {"type": {"const": "MERGE"}}, "required": ["type"]},
+    "then": {"properties": {"config": {
+        "type": "object",
+        "properties": {
+            "minSuccessful": {"type": ["integer", "null"], "minimum": 1,
+                              "description": "Succeed once this many children succeeded."},
+            "minSuccessfulRatio": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1,
+                                   "description": "The quorum as a share of the children: ceil(r × N)."},
+        },
+        "not": {"required": ["minSuccessful", "minSuccessfulRatio"],
+                "properties": {"minSuccessful": {"type": "integer"}, "minSuccessfulRatio": {"type": "number"}}},
+    }}},
+}
 
 DOCUMENT: dict[str, Any] = {
     "type": "object",
@@ -22,7 +39,8 @@ DOCUMENT: dict[str, Any] = {
         "vertices": {
             "type": "object", "minProperties": 1, "propertyNames": _ID,
             "additionalProperties": {"type": "object", "required": ["type"],
-                                     "properties": {"type": {"enum": sorted(VERTEX_TYPES)}}},
+                                     "properties": {"type": {"enum": sorted(VERTEX_TYPES)}},
+                                     "allOf": [MERGE_QUORUM]},
         },
     },
 }
