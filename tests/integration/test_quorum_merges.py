@@ -10,11 +10,15 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from executions.core import merge_rule
 from executions.models import Event, Execution, FanOut, Step
 from tests.support import helpers
 from tests.support.clients import api, ok
@@ -128,3 +132,47 @@ def test_the_api_shows_the_quorum(workspace):
     assert fan["decided"] and not fan["exceeded"]
     assert "quorum: 1 must succeed (reached)" in fan["merge_state"]
     assert (fan["min_successful"], fan["reached"]) == (1, True)
+
+
+@st.composite
+def quorum_rows(draw: Any) -> dict[str, Any]:
+    """A quorum fan-out's row as the planner writes it (the quorum as the tolerance), with
+    counts: ended ≤ created ≤ total."""
+    total = draw(st.integers(0, 30))
+    needed = draw(st.integers(1, 35))
+    created = draw(st.integers(0, total))
+    succeeded = draw(st.integers(0, created))
+    failed = draw(st.integers(0, created - succeeded))
+    cancelled = draw(st.integers(0, created - succeeded - failed))
+    return {"total": total, "created": created, "spawn_complete": draw(st.booleans()) or created == total,
+            "succeeded": succeeded, "failed": failed, "cancelled": cancelled, "tolerates_failed": True,
+            "tolerates_cancelled": True, "allowed_failures": max(total - needed, 0), "fail_fast": True,
+            "min_successful": needed}
+
+
+def test_the_databases_quorum_verdict_is_the_documented_one(workspace):
+    """docs/dsl.md: succeeds once minSuccessful succeeded; fails once more than N − minSuccessful
+    failed or were cancelled (or the quorum exceeds N); otherwise waits."""
+    helpers.publish(workspace, "child", helpers.NOOP)
+    helpers.publish(workspace, "parent", helpers.fanout_doc(merge_config={"minSuccessful": 1}))
+    parent = helpers.start(workspace, "parent", {"items": [1]})
+    helpers.run_engine()
+    fan = FanOut.objects.get(execution=parent)
+
+    @hypothesis_settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @given(quorum_rows())
+    def check(row: dict[str, Any]) -> None:
+        FanOut.objects.filter(pk=fan.pk).update(**row)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {merge_rule.VERDICTS} FROM executions_fanout f WHERE f.step_id = %s", [fan.pk])
+            names = [c.name for c in cursor.description]
+            got = dict(zip(names, cursor.fetchone(), strict=True))
+        reached = row["succeeded"] >= row["min_successful"]
+        lost = row["total"] - row["failed"] - row["cancelled"] < row["min_successful"]
+        assert not (reached and lost)
+        assert (got["reached"], got["exceeded"]) == (reached, lost)
+        assert got["decided"] == (reached or lost or (row["spawn_complete"] and row["succeeded"] + row["failed"]
+                                                      + row["cancelled"] >= row["total"]))
+        assert got["stops"] == (reached or lost)
+
+    check()
