@@ -10,12 +10,12 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
 from django.conf import settings
 from django.db import connection
 from django.test import override_settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from executions.core import merge_rule
