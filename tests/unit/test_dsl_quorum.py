@@ -89,7 +89,6 @@ def test_a_quorum_merges_counts_name_the_children_never_started():
 @pytest.mark.parametrize(("config", "valid"), [
     ({"minSuccessful": 2}, True), ({"minSuccessfulRatio": 0.5}, True), ({"failFast": True}, True),
     ({"minSuccessful": 0}, False), ({"minSuccessfulRatio": 0}, False), ({"minSuccessfulRatio": 1.5}, False),
-    ({"minSuccessful": 2, "minSuccessfulRatio": 0.5}, False),
 ])
 def test_the_documents_json_schema_states_the_quorum(config, valid):
     import jsonschema
