@@ -42,6 +42,7 @@ class CancelCause(models.TextChoices):
 
     OPERATOR = "operator"  # a cancel of it or of an ancestor (API, UI, command), or any other cancel
     FAIL_FAST = "failFast"  # swept by a failFast merge that failed (fanout.py), at any depth under it
+    QUORUM = "quorum"  # swept by a quorum merge that succeeded ("the merge reached minSuccessful")
 
 
 class Execution(models.Model):
@@ -381,6 +382,9 @@ class FanOut(models.Model):
     max_failure_ratio = models.FloatField(default=1.0)
     allowed_failures = models.PositiveIntegerField(default=0)
     fail_fast = models.BooleanField(default=False)
+    # A quorum merge's minSuccessful (minSuccessfulRatio × total, rounded up), NULL without one;
+    # its fan-out then tolerates every failure up to total − minSuccessful, failFast (merge_rule.py).
+    min_successful = models.PositiveIntegerField(null=True, blank=True)
     # maxConcurrency (NULL: no limit). A child is created runnable while a slot is free, else
     # with its first step held (records.HELD_UNTIL); a runnable child that finishes frees its
     # slot and the next held child is released (state.py). A retried child takes a slot back,

@@ -267,13 +267,17 @@ class FanOutSerializer(serializers.Serializer):
     percent_finished = serializers.FloatField(source="percent")
     merge_state = serializers.CharField(source="explanation", help_text="The merge rule and where it stands.")
     decided = serializers.BooleanField(help_text="The merge may decide now: every child ended, or failFast and "
-                                                 "failure is certain.")
+                                                 "failure is certain, or its quorum was reached.")
     exceeded = serializers.BooleanField(help_text="More failures than the merge tolerates (it fails once decided).")
     finished = serializers.BooleanField(help_text="Every item was spawned and every child ended.")
     fail_fast = serializers.BooleanField()
     allowed_failures = serializers.IntegerField()
     max_failure_ratio = serializers.FloatField()
     tolerated = serializers.ListField(child=serializers.CharField())
+    min_successful = serializers.IntegerField(allow_null=True, help_text=(
+        "A quorum merge's minSuccessful (minSuccessfulRatio × total rounded up); null without a quorum. It "
+        "succeeds once that many children succeeded (`reached`) and fails once that is impossible (`exceeded`)."))
+    reached = serializers.BooleanField(help_text="The quorum was reached (always false without one).")
 
 
 class ExecutionDetailSerializer(ExecutionSerializer):

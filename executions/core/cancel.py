@@ -106,7 +106,8 @@ def cancel_descendants(root: uuid.UUID, *, message: str, spawner: str | None = N
     """Cancel every unfinished execution under ``root`` (children of ``spawner`` only, if
     given, and everything under them); returns how many were cancelled. Each records
     ``cause``: the failFast policy's cancels are re-run by a retry of the failed children
-    (S28), an operator's are not. A failFast sweep (of one spawner's children) takes the
+    (S28), an operator's and a quorum's (``the merge reached minSuccessful``, recorded as
+    their error too) are not. A failFast sweep (of one spawner's children) takes the
     parent's failFast lock in each batch and ends early once failFast no longer holds."""
     if cause == CancelCause.FAIL_FAST and spawner is None:
         raise ValueError("a failFast sweep is of one spawner's children")
@@ -129,8 +130,9 @@ def _sweep(root: uuid.UUID, message: str, spawner: str | None, cause: str) -> tu
         cursor.execute(OPEN_DESCENDANTS, {"root": root, "spawner": spawner, "limit": SWEEP_BATCH})
         ids = [row[0] for row in cursor.fetchall()]
         cancel_steps(cursor, ids, message=f"{message} (cascade)")
+        # A quorum's children say why they stopped (the merge succeeded without them).
         return len(ids), state.cancel_executions(cursor, ids, message=f"{message} (cascade from {root})",
-                                                 cause=cause)
+                                                 cause=cause, reason=message if cause == CancelCause.QUORUM else None)
 
 
 # --- a bulk cancel's batch (services/bulk.py) ---------------------------------------------------

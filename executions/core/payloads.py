@@ -33,6 +33,7 @@ MERGE_OUTPUT = """
         LEFT JOIN executions_payload p
                ON p.execution_id = c.id AND p.name = c.output_vertex AND c.status = 'SUCCEEDED'
         WHERE c.parent_id = %(execution)s AND c.spawn_vertex = %(spawner)s
+          AND (NOT %(succeeded_only)s OR c.status = 'SUCCEEDED')
     ) agg
     ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
 """
@@ -94,11 +95,13 @@ def encode(value: Any) -> str:
 
 
 def put_merge_output(cursor: Any, execution_id: Any, name: str, *, spawner: str, counts: dict[str, int],
-                     total: int) -> None:
+                     total: int, succeeded_only: bool = False) -> None:
     """Store a MERGE's output: ``{"items": [...children's outputs in item order], "counts": …}``
-    up to ``MERGE_INLINE_ITEMS`` children; beyond, ``{"counts", "total", "itemsPaged": true,
-    "spawner"}`` (the items stay with the children, read in pages)."""
-    params = {"execution": execution_id, "name": name, "counts": encode(counts), "spawner": spawner, "total": total}
+    up to ``MERGE_INLINE_ITEMS`` children (``succeeded_only``, a quorum merge's: the succeeded
+    children's alone); beyond, ``{"counts", "total", "itemsPaged": true, "spawner"}`` (the
+    items stay with the children, read in pages)."""
+    params = {"execution": execution_id, "name": name, "counts": encode(counts), "spawner": spawner, "total": total,
+              "succeeded_only": succeeded_only}
     inline = total <= int(settings.SB["MERGE_INLINE_ITEMS"])
     cursor.execute(MERGE_OUTPUT if inline else MERGE_SUMMARY, params)
 

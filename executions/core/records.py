@@ -39,6 +39,10 @@ INSERT_EXECUTIONS = """
 # at this far-off time, so no claim takes it until release_held_steps makes it due now. A
 # real timestamp, not 'infinity': Python's datetime (the ORM, the UI) cannot represent that.
 HELD_UNTIL = "9999-12-31T00:00:00+00:00"
+# A step WAITING for a signal (a merge for its children) has no due time: this one, after every
+# wait's deadline (a WAITING step's due time is its wait's deadline otherwise: waits.py) and
+# distinct from HELD_UNTIL (a re-run must not take it for a held step).
+NO_DUE_TIME = "9999-12-30T00:00:00+00:00"
 HELD_REASON = "waiting for a slot: its fan-out runs at most maxConcurrency children at once"
 
 # A step's destination is resolved by name in its execution's workspace (NULL: none).

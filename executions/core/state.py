@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executions.core import payloads, records
-from executions.core.merge_rule import FANOUT_DECIDED
+from executions.core.merge_rule import FANOUT_DECIDED, merge_counts
 from executions.models import CancelCause, ExecutionStatus, StepStatus
 from executions.platform import metrics, notify
 
@@ -261,7 +261,7 @@ _ADJUST_FANOUTS = f"""
     WHERE f.step_id = d.step_id
     RETURNING f.step_id, f.execution_id, f.merge_vertex, f.spawner_vertex, f.max_concurrency, f.free_slots,
               f.release_cursor, d.reopened > 0 AS reopened, {FANOUT_DECIDED} AS decided,
-              f.succeeded, f.failed, f.cancelled, f.total
+              f.succeeded, f.failed, f.cancelled, f.total, f.min_successful
 """  # noqa: S608 - constant SQL fragments and fixed column names only
 
 # Only for fan-outs with maxConcurrency (their rows are locked by _ADJUST_FANOUTS, in the same
@@ -398,9 +398,9 @@ def _reevaluate_merge_outputs(cursor: Any, fanouts: list[dict[str, Any]]) -> Non
     for fan in fanouts:
         if (key := (fan["execution_id"], fan["merge_vertex"])) not in merged:
             continue
-        counts = {"SUCCEEDED": fan["succeeded"], "FAILED": fan["failed"], "CANCELLED": fan["cancelled"]}
+        counts = merge_counts(fan)
         payloads.put_merge_output(cursor, fan["execution_id"], fan["merge_vertex"], spawner=fan["spawner_vertex"],
-                                  counts=counts, total=fan["total"])
+                                  counts=counts, total=fan["total"], succeeded_only=fan["min_successful"] is not None)
         step_id, attempt = merged[key]
         notes.append((fan["execution_id"], step_id, fan["merge_vertex"], attempt,
                       "merge output re-evaluated after retried children finished: "
@@ -416,7 +416,7 @@ def _reopen_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
     reopened = _move_steps(cursor, S.WAITING, _merge_source(fanouts), from_=[S.FAILED],
                           sets={"error": "''", "attempt": "s.attempt + 1",
                                 "max_attempts": "greatest(s.max_attempts, s.attempt + 1)",
-                                "wait_reason": "'waiting for children'"},
+                                "wait_reason": "'waiting for children'", "due_at": NO_DUE_TIME},
                           message="re-opened: a child was retried (redrive)")
     if reopened:
         _move_executions(cursor, E.RUNNING, _ids({row["execution_id"] for row in reopened}, "uuid"),
@@ -447,13 +447,21 @@ def note(cursor: Any, entries: Sequence[tuple[Any, int | None, str, int | None, 
 # --- named transitions: steps ------------------------------------------------------------------
 
 # Due, expired leases (the reaper), in lease order; SKIP LOCKED: a row another transaction
-# holds is being moved by it right now.
+# holds is being moved by it right now. ``which``: ``retry`` — attempts left; ``result`` — the
+# last attempt, with a wait's result there to apply (in its state, or on its wait row: the
+# callback came while the HTTP call that handed out the token ran); ``fail`` — the last
+# attempt and nothing to apply.
 _EXPIRED = """
-    SELECT id FROM executions_step
-    WHERE status = 'RUNNING' AND lease_expires_at < now() AND (attempt < max_attempts) = %(attempts_left)s
-    ORDER BY lease_expires_at
+    SELECT s.id FROM executions_step s
+    WHERE s.status = 'RUNNING' AND s.lease_expires_at < now()
+      AND CASE WHEN s.attempt < s.max_attempts THEN 'retry'
+               WHEN (s.state->'wait'->>'attempt')::int = s.attempt
+                    OR EXISTS (SELECT 1 FROM executions_wait w
+                               WHERE w.step_id = s.id AND w.attempt = s.attempt AND w.completion IS NOT NULL)
+               THEN 'result' ELSE 'fail' END = %(which)s
+    ORDER BY s.lease_expires_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF s SKIP LOCKED
 """
 
 # The unfinished steps of some executions (a cancel).
@@ -492,34 +500,45 @@ def release_steps(cursor: Any, step_ids: Sequence[int], *, message: str) -> int:
 
 # A wait's result that its lost worker had not turned into the step's outcome yet — in its state
 # (a woken wait), or on its wait row only (a callback that came while the HTTP call that handed
-# out the token was still running) — goes to the next attempt with it: the callback was accepted
-# (200), so a lost worker must not lose it (core/waits.py).
-_CARRY_WAIT_RESULT = """CASE
+# out the token was still running) — goes to the step's ``next`` attempt with it: the callback
+# was accepted (200), so a lost worker must not lose it (core/waits.py).
+def _carry_wait_result(next_attempt: str) -> str:
+    return f"""CASE
     WHEN (s.state->'wait'->>'attempt')::int = s.attempt
-    THEN jsonb_set(s.state, '{wait,attempt}', to_jsonb(s.attempt + 1))
+    THEN jsonb_set(s.state, '{{wait,attempt}}', to_jsonb({next_attempt}))
     ELSE coalesce(s.state || (SELECT jsonb_build_object('wait', jsonb_build_object(
-                                         'attempt', s.attempt + 1, 'result', w.completion))
+                                         'attempt', {next_attempt}, 'result', w.completion))
                               FROM executions_wait w
                               WHERE w.step_id = s.id AND w.attempt = s.attempt AND w.completion IS NOT NULL),
-                  s.state) END"""
+                  s.state) END"""  # noqa: S608 - a constant column expression
 
 
 def requeue_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
     """Expired leases with attempts left: RUNNING → READY, attempt + 1 (the reaper); a wait's
-    result the lost worker had not used yet goes with the step to its next attempt."""
-    return _move_steps(
-        cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "attempts_left": True}),
+    result the lost worker had not used yet goes with the step to its next attempt. On the
+    last attempt, a step with such a result is re-queued at the same attempt to apply it
+    (applying an accepted result is no new attempt: S5's lease only decides who applies it)."""
+    requeued = _move_steps(
+        cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "which": "retry"}),
         from_=[S.RUNNING], skip_locked=True,
         sets={"attempt": "s.attempt + 1", "lease_expiries": "s.lease_expiries + 1", "due_at": "now()",
-              "wait_reason": "''", "state": _CARRY_WAIT_RESULT},
+              "wait_reason": "''", "state": _carry_wait_result("s.attempt + 1")},
         message="lease expired: the worker was lost; re-queued for another attempt",
+    )
+    return requeued + _move_steps(
+        cursor, S.READY, _Source(_EXPIRED, {"limit": limit, "which": "result"}),
+        from_=[S.RUNNING], skip_locked=True,
+        sets={"lease_expiries": "s.lease_expiries + 1", "due_at": "now()", "wait_reason": "''",
+              "state": _carry_wait_result("s.attempt")},
+        message="lease expired on the last attempt with its wait's result there: re-queued to apply it",
     )
 
 
 def fail_expired(cursor: Any, limit: int) -> list[dict[str, Any]]:
-    """Expired leases on their last attempt: RUNNING → FAILED (a poison pill ends)."""
+    """Expired leases on their last attempt with nothing to apply: RUNNING → FAILED (a poison
+    pill ends)."""
     return _move_steps(
-        cursor, S.FAILED, _Source(_EXPIRED, {"limit": limit, "attempts_left": False}),
+        cursor, S.FAILED, _Source(_EXPIRED, {"limit": limit, "which": "fail"}),
         from_=[S.RUNNING], skip_locked=True,
         sets={"lease_expiries": "s.lease_expiries + 1",
               "error": "format('lease expired %%s times (its worker was lost each time); gave up after %%s attempts',"
@@ -566,13 +585,19 @@ def wait_steps(cursor: Any, step_ids: Sequence[int], *, due_at: Sequence[Any], d
         "throttled_waits": "s.throttled_waits + src.throttled"})
 
 
+# A WAITING step's due time is its wait's deadline (a callback, an event: ``await_steps``), which
+# the drain waits for like a timer's (worker/housekeeping.py NEXT_DUE); one waiting for a
+# signal (a merge for its children) has none: records.NO_DUE_TIME, after every deadline.
+NO_DUE_TIME = f"'{records.NO_DUE_TIME}'::timestamptz"
+
+
 def signal_steps(cursor: Any, step_ids: Sequence[int], *, reasons: Sequence[str],
                  states: Sequence[str | None]) -> set[int]:
     """RUNNING → WAITING until another transition wakes it (a merge waiting for children)."""
     source = _rows({"reason": ("text", [r[:300] for r in reasons]), "state": ("jsonb", states),
                     "message": ("text", reasons)}, id_values=step_ids)
     return _move_step_ids(cursor, S.WAITING, source, from_=[S.RUNNING], sets={
-        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)"})
+        "wait_reason": "src.reason", "state": "coalesce(src.state, s.state)", "due_at": NO_DUE_TIME})
 
 
 # --- named transitions: waits for the outside world (S27, core/waits.py) --------------------------
@@ -795,21 +820,23 @@ def fail_executions(cursor: Any, execution_ids: Sequence[Any], *, errors: Sequen
 
 
 def cancel_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
-                      cause: str = CancelCause.OPERATOR) -> int:
-    """Unfinished executions → CANCELLED, recording ``cause`` (models.CancelCause); returns
+                      cause: str = CancelCause.OPERATOR, reason: str | None = None) -> int:
+    """Unfinished executions → CANCELLED, recording ``cause`` (models.CancelCause) and, if
+    given, ``reason`` as their error (a quorum's: "the merge reached minSuccessful"); returns
     how many moved."""
-    return len(cancelled_executions(cursor, execution_ids, message=message, cause=cause))
+    return len(cancelled_executions(cursor, execution_ids, message=message, cause=cause, reason=reason))
 
 
 def cancelled_executions(cursor: Any, execution_ids: Sequence[Any], *, message: str,
-                         cause: str = CancelCause.OPERATOR) -> set[Any]:
+                         cause: str = CancelCause.OPERATOR, reason: str | None = None) -> set[Any]:
     """``cancel_executions``, returning the ids of those that moved."""
     if not execution_ids:
         return set()
     source = _ids(execution_ids, "uuid")
+    sets = {"cancel_cause": "%(cause)s", **({"error": "%(reason)s"} if reason is not None else {})}
     return {row["id"] for row in _move_executions(
-        cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause)}),
-        sets={"cancel_cause": "%(cause)s"}, message=message)}
+        cursor, E.CANCELLED, _Source(source.sql, {**source.params, "cause": str(cause), "reason": reason}),
+        sets=sets, message=message)}
 
 
 # Executions the failFast policy cancelled, among some ids (S28); an operator's cancel is not.

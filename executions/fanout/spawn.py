@@ -25,11 +25,10 @@ from django.conf import settings
 from django.db import connection
 
 from executions.core import cancel, payloads, quotas, records, retry, state, versions
-from executions.core.merge_rule import VERDICTS, allowed_failures
+from executions.core.merge_rule import REACHED_MESSAGE, VERDICTS, allowed_failures, quorum_of, sweep_of
 from executions.core.outcomes import Outcome, committed, succeeded, wait
 from executions.core.runs import StepRun
 from executions.handlers import NonRetryable
-from executions.models import CancelCause
 from executions.platform import metrics
 from workflows import sudo
 from workflows.dsl import ast
@@ -67,10 +66,10 @@ CREATE_FANOUT = """
     INSERT INTO executions_fanout (step_id, execution_id, spawner_vertex, merge_vertex, target_version_id, total,
         cursor, created, spawn_complete, succeeded, failed, cancelled, tolerates_failed, tolerates_cancelled,
         max_failure_ratio, allowed_failures, fail_fast, items_per_child, max_concurrency, free_slots,
-        expected_bytes, created_at)
+        expected_bytes, min_successful, created_at)
     VALUES (%(step)s, %(execution)s, %(vertex)s, %(merge)s, %(target)s, %(total)s, 0, 0, %(empty)s, 0, 0, 0,
             %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, %(per_child)s,
-            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, now())
+            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, %(min_successful)s, now())
 """
 
 # The list exploded once, at plan time, into one row per item (models.FanOutItem): PostgreSQL
@@ -180,7 +179,7 @@ def spawn(step: StepRun) -> Outcome:
         hi = min(cursor_at + batch_size, fan["total"])
         with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], fanout_row(tx.cursor, step.step_id))
-            stopping = fan["fail_fast"] and fan["exceeded"]
+            stopping = fan["stops"]  # failFast's merge failed, or a quorum was reached (merge_rule.py)
             if not stopping:
                 inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
                 tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
@@ -191,8 +190,8 @@ def spawn(step: StepRun) -> Outcome:
             if _stop_for_fail_fast(step, vertex, cursor_at):
                 # A merge that failed while this spawner ran (a re-opened one, S28) swept the
                 # children before this spawner's last batch: those are cancelled here (S18).
-                cancel.cancel_descendants(step.execution.id, spawner=vertex.id, cause=CancelCause.FAIL_FAST,
-                                          message=f"cancelled: failFast stopped spawner '{vertex.id}'")
+                cause, message = sweep_of(fan, f"cancelled: failFast stopped spawner '{vertex.id}'")
+                cancel.cancel_descendants(step.execution.id, spawner=vertex.id, cause=cause, message=message)
                 return committed()
             continue  # a retry of the failed children re-opened the fan-out meanwhile (S28)
         created += inserted
@@ -214,12 +213,14 @@ def _stop_for_fail_fast(step: StepRun, vertex: ast.Spawner, cursor_at: int) -> b
     commits take them in the other order (seen: a deadlock)."""
     with step.transaction(prelock=(LOCK_OWN_FANOUT, {"step": step.step_id})) as tx:
         fan = cast(dict[str, Any], fanout_row(tx.cursor, step.step_id))
-        if not (fan["fail_fast"] and fan["exceeded"]):
+        if not fan["stops"]:
             return False
         # The items left go; a re-opened spawner explodes them again from the stored list.
         tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
                                        "hi": fan["total"] * vertex.items_per_child})
         state.note(tx.cursor, [(step.execution.id, step.step_id, vertex.id, step.attempt,
+                                f"{REACHED_MESSAGE}: stopped spawning after {cursor_at:,} of {fan['total']:,} items"
+                                if fan["reached"] else
                                 f"{STOPPED}: the merge failed after {cursor_at:,} of {fan['total']:,} items")])
         tx.finish(succeeded())
     return True
@@ -307,8 +308,12 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "ratio": merge.max_failure_ratio if merge else 1.0,
         "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total),
         "fail_fast": bool(merge and merge.fail_fast), "expected": expected,
-        "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency,
+        "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency, "min_successful": None,
     }
+    if merge is not None and merge.quorum:  # the quorum as the tolerance (merge_rule.py)
+        needed = cast(int, quorum_of(merge.min_successful, merge.min_successful_ratio, total))
+        params.update(tol_failed=True, tol_cancelled=True, allowed=max(total - needed, 0), fail_fast=True,
+                      min_successful=needed)
     cursor.execute(CREATE_FANOUT, params)
     fan = cast(dict[str, Any], fanout_row(cursor, step.step_id))
     _explode(cursor, step, vertex, fan)

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from executions.core import merge_rule
-from executions.core.merge_rule import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED
+from executions.core.merge_rule import FANOUT_DECIDED, FANOUT_EXCEEDED, FANOUT_FINISHED, FANOUT_REACHED
 from executions.models import Execution, FanOut
 from workflows.errors import NotFound
 
@@ -51,6 +51,8 @@ class FanOutView:
     # and so is not running now (the Rate Limits page counts the same way).
     waiting_slot: int = 0
     waiting_retry: int = 0
+    min_successful: int | None = None  # a quorum merge's (S26)
+    reached: bool = False  # ... and whether that many children succeeded
 
     @property
     def running_now(self) -> int:
@@ -77,8 +79,9 @@ class FanOutView:
 FANOUTS = f"""
     SELECT f.step_id, f.spawner_vertex, f.merge_vertex, f.total, f.created, f.spawn_complete,
            f.succeeded, f.failed, f.cancelled, f.tolerates_failed, f.tolerates_cancelled,
-           f.max_failure_ratio, f.allowed_failures, f.fail_fast,
-           {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished
+           f.max_failure_ratio, f.allowed_failures, f.fail_fast, f.min_successful,
+           {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished,
+           {FANOUT_REACHED} AS reached
     FROM executions_fanout f
     WHERE f.execution_id = %(execution)s AND (%(spawner)s::varchar IS NULL OR f.spawner_vertex = %(spawner)s)
     ORDER BY f.created_at, f.step_id
@@ -146,6 +149,7 @@ def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tupl
                    if on],
         decided=row["decided"], exceeded=row["exceeded"], finished=row["finished"],
         waiting_slot=waiting[0], waiting_retry=waiting[1],
+        min_successful=row["min_successful"], reached=row["reached"],
     )
 
 

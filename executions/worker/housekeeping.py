@@ -6,6 +6,7 @@ noticing that its cluster stops."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from django.db import DatabaseError, connection, transaction
 
 from executions import kick
 from executions.core import flow_history, leases
+from executions.core.records import NO_DUE_TIME
 from executions.engine import runner as engine
 from executions.platform import notify
 from executions.services import bulk as bulk_operations
@@ -31,30 +33,43 @@ SHUTDOWN_GRACE = 3.0  # seconds in-flight steps get to finish when the cluster s
 SHOW_RUNNING_AFTER = 0.5  # seconds a step runs before its execution is shown RUNNING
 IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluster, reaping)
 
-# The next moment something becomes due: a READY step's due time, or a RUNNING step's lease
-# expiry (its worker may be dead; then the reaper must run). least() skips NULLs.
+# The next moment something becomes due: a READY step's due time, a RUNNING step's lease
+# expiry (its worker may be dead; then the reaper must run), or a WAITING step's deadline (its
+# wait for a callback or an event times out: the reaper's sweep). least() skips NULLs.
 # The idle drain's and the tick's questions. Each branch matches the predicate of one partial
-# index (models.Step: step_claim_free, step_claim_destination, step_running_lease), so they
-# read only READY/RUNNING rows however many steps have finished (issue 14 §7).
-NEXT_DUE = """
+# index (models.Step: step_claim_free, step_claim_destination, step_running_lease,
+# step_waiting_due), so they read only READY/RUNNING/WAITING rows however many steps have
+# finished (issue 14 §7). A step waiting for a signal (a merge) has no deadline: its due time
+# is records.NO_DUE_TIME, past the end of the WAITING branch's range.
+_WAIT_DEADLINES = f"executions_step WHERE status = 'WAITING' AND due_at < '{NO_DUE_TIME}'::timestamptz"
+NEXT_DUE = f"""
     SELECT extract(epoch FROM least(
         (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL),
         (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL),
-        (SELECT min(lease_expires_at) FROM executions_step WHERE status = 'RUNNING')) - now())
-"""
-WORK_PENDING = """
+        (SELECT min(lease_expires_at) FROM executions_step WHERE status = 'RUNNING'),
+        (SELECT min(due_at) FROM {_WAIT_DEADLINES})) - now())
+"""  # noqa: S608 - a constant
+WORK_PENDING = f"""
     SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NULL)
         OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL)
         OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'RUNNING')
-"""
+        OR EXISTS (SELECT 1 FROM {_WAIT_DEADLINES})
+"""  # noqa: S608 - a constant
+# The next wait deadline alone: a busy drain reaps when it comes (not only every REAP_EVERY).
+NEXT_WAIT_DEADLINE = f"SELECT extract(epoch FROM (SELECT min(due_at) FROM {_WAIT_DEADLINES}) - now())"  # noqa: S608
 
 
 class Housekeeping:
     """The heartbeat, the reaper, the RUNNING display and the flow samples of the Rate Limits
-    page's charts (flow_history.sample), each on its own period."""
+    page's charts (flow_history.sample), each on its own period. The reaper also runs when the
+    next wait deadline it knows of comes (a wait's timeout or heartbeat deadline is a due time,
+    like a timer's: S12), learnt after each reaper run and after a commit that made steps wait
+    (``waits_changed``)."""
 
     def __init__(self) -> None:
         self.last_heartbeat = self.last_reap = self.last_sample = 0.0
+        self.wait_due = math.inf  # monotonic time of the next wait deadline
+        self.wait_due_known = False
 
     def run(self, steps: InFlightSteps, gates: Gates) -> None:
         now = time.monotonic()
@@ -66,9 +81,12 @@ class Housekeeping:
             if lost := steps.lost(kept):
                 fence_off(steps, lost)
         gates.prune()
-        if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2):
+        if not self.wait_due_known:
+            self.learn_wait_due()
+        if now - self.last_reap > min(REAP_EVERY, leases.lease_seconds() / 2) or now >= self.wait_due:
             self.last_reap = now
             engine.reap()
+            self.learn_wait_due()
             resume_bulk()  # an operation whose worker died resumes within a reap period
         if now - self.last_sample > flow_history.SAMPLE_SECONDS / 2:
             self.last_sample = now
@@ -78,6 +96,19 @@ class Housekeeping:
     def reap_soon(self) -> None:
         """Reap at the next turn (a timer or lease expiry was due)."""
         self.last_reap = 0.0
+
+    def waits_changed(self) -> None:
+        """A commit made steps wait for the outside world: look up the next deadline again."""
+        self.wait_due_known = False
+
+    def learn_wait_due(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(NEXT_WAIT_DEADLINE)
+            seconds = cursor.fetchone()[0]
+        # A deadline due already (a wait the sweep skipped: being completed right now) is
+        # looked at again shortly, not at every turn.
+        self.wait_due = math.inf if seconds is None else time.monotonic() + max(float(seconds), CLAIM_RETRY)
+        self.wait_due_known = True
 
 
 def take_sample() -> None:

@@ -265,4 +265,7 @@ class Drain:
             self.gates.confirm(versions, asked_at)  # the take-over read each destination's config version
             self.gates.pause(blocked, asked_at)  # cooldowns and open breakers the commit found
             self.steps_done += len(results)
+            if any(outcome.kind == "await" or getattr(run.vertex, "wait_for_callback", None) is not None
+                   for run, outcome in results):
+                self.housekeeping.waits_changed()  # steps began to wait: a new deadline, maybe the next
         return len(results)

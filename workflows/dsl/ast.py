@@ -172,17 +172,27 @@ class Merge(Vertex):
     tolerate_child_failures: tuple[str, ...] = ()
     max_failure_ratio: float = 1.0
     fail_fast: bool = False
+    # A quorum (S26): at most one of the two. Absent from the canonical form when unset, so a
+    # document without one keeps its hash.
+    min_successful: int | None = None
+    min_successful_ratio: float | None = None
     type: ClassVar[str] = "MERGE"
 
     def _fields(self) -> dict[str, Any]:
-        return {
-            "spawner": self.spawner,
-            "config": {
-                "tolerateChildFailures": list(self.tolerate_child_failures),
-                "failureTolerance": {"maxFailureRatio": self.max_failure_ratio},
-                "failFast": self.fail_fast,
-            },
+        config: dict[str, Any] = {
+            "tolerateChildFailures": list(self.tolerate_child_failures),
+            "failureTolerance": {"maxFailureRatio": self.max_failure_ratio},
+            "failFast": self.fail_fast,
         }
+        if self.min_successful is not None:
+            config["minSuccessful"] = self.min_successful
+        if self.min_successful_ratio is not None:
+            config["minSuccessfulRatio"] = self.min_successful_ratio
+        return {"spawner": self.spawner, "config": config}
+
+    @property
+    def quorum(self) -> bool:
+        return self.min_successful is not None or self.min_successful_ratio is not None
 
 
 @dataclass(frozen=True)

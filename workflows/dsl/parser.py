@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from workflows.dsl import ast, conditions, waits
+from workflows.dsl import ast, conditions, quorum, waits
 from workflows.dsl.errors import DslError
 from workflows.dsl.paths import (
     PathSyntaxError,
@@ -345,7 +345,7 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
         reader.report(cwhere, "must be an object")
         config = {}
     for key in config:
-        if key not in ("tolerateChildFailures", "failureTolerance", "failFast"):
+        if key not in ("tolerateChildFailures", "failureTolerance", "failFast", *quorum.QUORUM_FIELDS):
             reader.report(f"{cwhere}{json_key(str(key))}", f"unknown field '{key}' in MERGE config")
     tolerated = _or_default(config.get("tolerateChildFailures"), [])
     statuses: set[str] = set()
@@ -370,13 +370,17 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
     ratio = reader.number(tolerance, "maxFailureRatio", f"{cwhere}.failureTolerance", 1.0, low=0, high=1)
     if not statuses:
         ratio = 1.0  # nothing is tolerated, so the ratio has no effect: same logic, same hash
+    min_successful, min_successful_ratio = quorum.quorum(reader, config, cwhere, tolerated=bool(statuses))
     return ast.Merge(
         id=vid,
         next=_next(reader, raw, where),
         spawner=spawner,
         tolerate_child_failures=tuple(sorted(statuses)),
         max_failure_ratio=ratio if ratio is not None else 1.0,
-        fail_fast=reader.boolean(config, "failFast", cwhere, False),
+        # A quorum merge fails fast whatever it says: same logic, same hash.
+        fail_fast=reader.boolean(config, "failFast", cwhere, False) or bool(min_successful or min_successful_ratio),
+        min_successful=min_successful,
+        min_successful_ratio=min_successful_ratio,
     )
 
 
