@@ -64,3 +64,34 @@ def test_the_filters_and_the_page_live_in_the_url(page, ui, operator):
     expect(page.get_by_label("Status")).to_have_value("PENDING")
     expect(page.locator("#execution-total")).to_have_text("55 executions · page 2")
     expect(page.locator("#executions tbody tr")).to_have_count(5)
+
+
+def test_the_children_tables_filter_sort_and_page_live_in_the_url(page, ui, operator):
+    workspace = factories.default_workspace()
+    parent = helpers.run_fanout(workspace, 120, failing=set(range(0, 120, 2)), merge_config=TOLERANT)
+    ui.log_in(operator, next_path=f"/executions/{parent.pk}/")
+    table = page.locator("#children-fan")
+    ui.mark_page()
+    table.get_by_role("navigation", name="Filter by status").get_by_role("link", name="failed").click()
+    expect(table).to_have_attribute("data-status-filter", "FAILED")
+    expect(page).to_have_url(re.compile(r"\?fanout=fan&status=FAILED$"))
+    table.get_by_role("link", name="Next ›").click()
+    expect(table.locator("tbody tr")).to_have_count(10)
+    expect(page).to_have_url(re.compile(r"\?fanout=fan&status=FAILED&page=2$"))
+    assert ui.still_same_page()  # htmx swapped the table and pushed the address
+
+    page.reload()
+    expect(table).to_have_attribute("data-status-filter", "FAILED")
+    expect(table.locator("tbody tr")).to_have_count(10)
+    expect(table.locator(".pager")).to_contain_text("Page 2 of 2")
+    first = table.locator("tbody tr").first
+    expect(first).to_have_attribute("data-index", "100")
+
+    page.go_back()  # the history follows the table too
+    expect(page).to_have_url(re.compile(r"\?fanout=fan&status=FAILED$"))
+    expect(table.locator(".pager")).to_contain_text("Page 1 of 2")
+
+    page.goto(f"/executions/{parent.pk}/?fanout=fan&sort=duration")  # a shared link
+    expect(table).to_have_attribute("data-sort", "duration")
+    page.goto(f"/executions/{parent.pk}/?fanout=fan&status=NOPE")  # a bad address: the default view
+    expect(table).to_have_attribute("data-status-filter", "")

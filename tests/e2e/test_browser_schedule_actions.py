@@ -55,8 +55,9 @@ def test_an_operator_pauses_resumes_and_runs_a_schedule_now(page, ui, operator):
     ui.screenshot("schedules-2-actions")
     actions = list(AuditEvent.objects.filter(action__startswith="schedule.").order_by("id")
                    .values_list("action", "target", "outcome"))
-    assert actions == [("schedule.pause", "often", AuditEvent.Outcome.ACCEPTED), ("schedule.resume", "often", AuditEvent.Outcome.ACCEPTED),
-                       ("schedule.run-now", "often", AuditEvent.Outcome.ACCEPTED)]
+    ok = AuditEvent.Outcome.ACCEPTED
+    assert actions == [("schedule.pause", "often", ok), ("schedule.resume", "often", ok),
+                       ("schedule.run-now", "often", ok)]
 
 
 def test_a_viewer_gets_no_buttons_and_is_refused(page, ui, transactional_db):
