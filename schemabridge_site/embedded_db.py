@@ -5,7 +5,8 @@ project (``.pgdata/`` unless ``SB_PGDATA`` says otherwise) and is shared by ever
 of the project: the web server, the qcluster workers, management commands and the tests.
 
 The server outlives the process that started it (it is a small local daemon, like a
-system PostgreSQL); ``python manage.py sb_db stop`` stops it. Starting is serialised by an
+system PostgreSQL); ``python manage.py sb_db stop`` stops it, and ``manage.py sb_up`` (``make
+run``) stops it on Ctrl-C when that run started it (``started_here``). Starting is serialised by an
 exclusive file lock, so two processes starting at once cannot double-start or corrupt it:
 the second one waits, then finds the server running and reuses it.
 """
@@ -183,6 +184,34 @@ def _get_server(directory: Path) -> object:
     return pgserver.get_server(directory, cleanup_mode=None)
 
 
+# The data folders whose server this process started (not found running): sb_up stops those.
+_started: set[Path] = set()
+
+
+def started_here(directory: Path | None = None) -> bool:
+    """Whether this process started the server of ``directory`` (it was not running before)."""
+    return (directory or data_dir()) in _started
+
+
+def running(directory: Path | None = None) -> EmbeddedServer | None:
+    """How to reach the server of ``directory`` if it is running, else None: never starts it."""
+    _import_pgserver()
+    from pgserver.utils import PostmasterInfo
+
+    directory = directory or data_dir()
+    info = PostmasterInfo.read_from_pgdata(directory) if directory.exists() else None
+    if info is None or not info.is_running() or info.socket_dir is None:
+        return None
+    return EmbeddedServer(directory, info.socket_dir, info.port or 5432)
+
+
+def unstarted_settings(directory: Path | None = None) -> dict[str, object]:
+    """``DATABASES`` settings for a process that must not start the server (``sb_db``): the
+    running server's, or where it would be (nothing connects to it)."""
+    directory = directory or data_dir()
+    return (running(directory) or EmbeddedServer(directory, directory, 5432)).settings()
+
+
 def ensure_running(directory: Path | None = None) -> EmbeddedServer:
     """Start the embedded server if it is not running, and return how to reach it."""
     _import_pgserver()
@@ -191,6 +220,9 @@ def ensure_running(directory: Path | None = None) -> EmbeddedServer:
     directory = directory or data_dir()
     with _project_lock(directory):
         directory.mkdir(exist_ok=True)
+        before = PostmasterInfo.read_from_pgdata(directory)
+        if before is None or not before.is_running():
+            _started.add(directory)
         server = _get_server(directory)
         _tune_once(server, directory)
         info = PostmasterInfo.read_from_pgdata(directory)

@@ -5,6 +5,8 @@ SB_WEB_WORKERS  worker processes (default 2)
 SB_WEB_THREADS  threads per worker process (default 4): requests wait on the database, not the CPU
 SB_WEB_TIMEOUT  seconds a request may take before its worker is replaced (default 60)
 LOG_FORMAT      "json": gunicorn's own lines (errors, access log) as JSON objects too
+SB_ACCESS_LOG   where the access log goes: "-" standard output (default), a file path, or "off"
+                (``manage.py sb_up`` writes it to .local/logs/access.log, so its banner stays readable)
 """
 
 from __future__ import annotations
@@ -25,15 +27,21 @@ graceful_timeout = 10
 preload_app = False
 accesslog = "-"
 errorlog = "-"
+ACCESS_LOG = os.environ.get("SB_ACCESS_LOG", "").strip() or "-"
+_handlers: dict[str, Any] = {"console": {"class": "logging.StreamHandler", "formatter": "default",
+                                         "stream": "ext://sys.stdout"}}
+if ACCESS_LOG not in ("-", "off"):
+    _handlers["access_file"] = {"class": "logging.FileHandler", "formatter": "default", "filename": ACCESS_LOG}
 logconfig_dict: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"default": formatter_config(os.environ.get("LOG_FORMAT", ""))},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default",
-                             "stream": "ext://sys.stdout"}},
+    "handlers": _handlers,
     "loggers": {
         "gunicorn.error": {"level": "INFO", "handlers": ["console"], "propagate": False},
-        "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+        "gunicorn.access": {"level": "CRITICAL" if ACCESS_LOG == "off" else "INFO",
+                            "handlers": {"-": ["console"], "off": []}.get(ACCESS_LOG, ["access_file"]),
+                            "propagate": False},
     },
 }
 

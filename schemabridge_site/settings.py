@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +175,10 @@ def _database() -> dict[str, Any]:
     else:
         from schemabridge_site import embedded_db
 
-        config = embedded_db.ensure_running().settings()
+        # ``manage.py sb_db`` reports, stops and starts the server itself: reading the settings
+        # must not start it (``sb_db status`` on a stopped server says so and leaves it stopped).
+        sb_db = len(sys.argv) > 1 and Path(sys.argv[0]).name == "manage.py" and sys.argv[1] == "sb_db"
+        config = embedded_db.unstarted_settings() if sb_db else embedded_db.ensure_running().settings()
     if os.environ.get("SB_DB_NAME", "").strip():
         # Lets a subprocess (a test's qcluster, a benchmark) use another database on the same server.
         config["NAME"] = os.environ["SB_DB_NAME"].strip()
@@ -215,6 +219,19 @@ def database_binding() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+
+
+def _embedded() -> dict[str, Any] | None:
+    if os.environ.get("DATABASE_URL", "").strip():
+        return None
+    from schemabridge_site import embedded_db
+
+    return {"data_dir": str(embedded_db.data_dir()), "started_here": embedded_db.started_here()}
+
+
+# The embedded PostgreSQL this process uses (None with DATABASE_URL), and whether starting this
+# process started it: ``sb_up`` stops such a server again on Ctrl-C.
+SB_EMBEDDED_DB = _embedded()
 
 # A cache shared by every process on the database: django-q2 publishes its clusters' status
 # there (qinfo/qmonitor see every worker host), and drains read it to notice that their

@@ -12,6 +12,7 @@ same few queries as a small one):
 * ``steps``        an execution's steps and events;
 * ``fanouts``      fan-out progress with the MERGE rule's verdicts computed by the database
                    (merge_rule.py), child counts for a page of executions, the long tail;
+* ``fanout_health`` the execution list's mini bars: fan-out counters summed per parent;
 * ``payloads``     stored inputs and outputs, bounded previews;
 * ``destinations`` destinations, their live counts and free slots;
 * ``schedules``    cron schedules by name;
@@ -23,6 +24,18 @@ owns those tables. Raw SQL here is a named module-level constant with a one-line
 callers pass values, never SQL.
 """
 
-from executions.selectors import bulk, children, destinations, executions, fanouts, payloads, schedules, steps, waits
+from executions.selectors import (
+    bulk,
+    children,
+    destinations,
+    executions,
+    fanout_health,
+    fanouts,
+    payloads,
+    schedules,
+    steps,
+    waits,
+)
 
-__all__ = ["bulk", "children", "destinations", "executions", "fanouts", "payloads", "schedules", "steps", "waits"]
+__all__ = ["bulk", "children", "destinations", "executions", "fanout_health", "fanouts", "payloads", "schedules",
+           "steps", "waits"]

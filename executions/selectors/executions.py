@@ -2,7 +2,8 @@
 pages for the UI), lineage and chain links, the API's detail, a progress line for a terminal.
 
 Every list is ``WHERE workspace = … ORDER BY`` an index (see executions/models.py) with one
-extra row to say whether a next page exists, never a COUNT(*). Ancestors are one recursive
+extra row to say whether a next page exists, never an unbounded COUNT(*) (the UI's total is
+counted up to 10,000). Ancestors are one recursive
 query however deep the execution is.
 """
 
@@ -105,19 +106,33 @@ class Page:
 def listing(workspace: Workspace, filters: ListFilters, search_id: Any = None) -> Page:
     """Newest first, ``PAGE_SIZE`` a page, without a COUNT(*) (one extra row says whether a
     next page exists). An id search ignores the other filters: the id names one execution."""
-    rows = Execution.objects.filter(workspace=workspace)
-    if search_id is not None:
-        rows = rows.filter(id=search_id)
-    elif filters.search:
-        rows = rows.filter(idempotency_key=filters.search)  # the unique (workspace, key) index
-    else:
-        rows = _filtered(rows, filters)
-        if filters.waiting:
-            rows = rows.filter(id__in=waits.executions_waiting(workspace.pk, filters.waiting))
+    rows = matching(workspace, filters, search_id)
     rows = rows.select_related("workflow", "version").only(*LIST_FIELDS).order_by("-created_at", "-id")
     offset = (filters.page - 1) * PAGE_SIZE
     found = list(rows[offset: offset + PAGE_SIZE + 1])
     return Page(found[:PAGE_SIZE], filters.page, len(found) > PAGE_SIZE)
+
+
+def matching(workspace: Workspace, filters: ListFilters, search_id: Any = None) -> QuerySet[Execution]:
+    """The executions ``listing`` pages through (unordered)."""
+    rows = Execution.objects.filter(workspace=workspace)
+    if search_id is not None:
+        return rows.filter(id=search_id)
+    if filters.search:
+        return rows.filter(idempotency_key=filters.search)  # the unique (workspace, key) index
+    rows = _filtered(rows, filters)
+    if filters.waiting:
+        rows = rows.filter(id__in=waits.executions_waiting(workspace.pk, filters.waiting))
+    return rows
+
+
+COUNT_CAP = 10_000  # the list says "10,000+" beyond: counting further would read every row
+
+
+def count(workspace: Workspace, filters: ListFilters, search_id: Any = None, *, cap: int = COUNT_CAP) -> int:
+    """How many executions ``listing`` pages through, counted up to ``cap + 1`` (a bounded
+    read over the same index as the page; ``> cap`` means "more than cap")."""
+    return matching(workspace, filters, search_id).values("id")[: cap + 1].count()
 
 
 def _filtered(rows: QuerySet[Execution], filters: ListFilters) -> QuerySet[Execution]:

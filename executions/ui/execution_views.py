@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from executions import selectors
 from executions.models import Execution, Step
 from executions.selectors.fanouts import FanOutView
-from executions.ui import forms, parts, present
+from executions.ui import forms, listing, parts
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import fragment_response, problem, unchanged
 from workflows import selectors as workflow_selectors
@@ -27,19 +27,21 @@ def execution_list(request: UiRequest) -> HttpResponse:
         context["filter_error"] = forms.describe(form)
         return render(request, "ui/execution_list.html", context, status=400)
     page = selectors.executions.listing(workspace, form.filters(), form.search_id())
-    context.update(page=page, rows=[_list_row(e) for e in page.rows], query=_query_without_page(request))
+    context["table"] = listing.table(request, page, form.filters(), form.search_id(), listing.query_of(request))
     return render(request, "ui/execution_list.html", context)
 
 
-def _list_row(execution: Execution) -> dict[str, object]:
-    return {"e": execution, "duration": present.elapsed_rounds(execution.started_at, execution.attempt_started_at,
-                                                               execution.finished_at, execution.attempt)}
-
-
-def _query_without_page(request: UiRequest) -> str:
-    query = request.GET.copy()
-    query.pop("page", None)
-    return query.urlencode()
+@require_GET
+@workspace_view
+def execution_rows(request: UiRequest) -> HttpResponse:
+    """The list's rows alone (their poll)."""
+    workspace = request.principal.workspace
+    form = forms.ExecutionFilters(request.GET, workflow_keys=workflow_selectors.keys(workspace))
+    if not form.is_valid():
+        return problem(request, 400, forms.describe(form), errors=forms.field_errors(form))
+    page = selectors.executions.listing(workspace, form.filters(), form.search_id())
+    return fragment_response(request, listing.table(request, page, form.filters(), form.search_id(),
+                                                    listing.query_of(request)))
 
 
 @require_GET

@@ -21,7 +21,7 @@ from executions.models import Event, Execution, Step, StepStatus
 from executions.selectors.destinations import Slots
 from executions.selectors.fanouts import FanOutView, Tail
 from executions.services import lifecycle as services
-from executions.ui import access, present
+from executions.ui import access, present, view_state
 from executions.ui.access import UiRequest
 from executions.ui.responses import Fragment, Poll, fingerprint, render_fragment
 from workflows import sudo
@@ -85,7 +85,7 @@ def body(request: UiRequest, execution: Execution, version: str | None = None) -
     context = {
         "e": execution,
         "fanouts": [(fanout_panel(request, execution, v, merges.get(v.merge_vertex or "")),
-                     children(request, execution, v)) for v in views],
+                     children(request, execution, v, **view_state.children(request, v.spawner_vertex))) for v in views],
         # The long tail reads every finished child; it loads right after the page instead
         # of holding it up (then polls like the other fragments).
         "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
@@ -327,15 +327,23 @@ def children(request: UiRequest, execution: Execution, view: FanOutView, *, stat
         params = {"status": status, "sort": sort, "page": page, **changes}
         return _url("execution-children", execution.pk, spawner, **params)
 
+    def view_url(**changes: Any) -> str:
+        """The execution page showing the table so (pushed to the address bar: reload and share keep it)."""
+        params = {"status": status, "sort": sort, "page": page, **changes}
+        shown = {k: v for k, v in params.items() if v != view_state.CHILDREN_DEFAULTS[k]}
+        return _url("execution-detail", execution.pk, **({"fanout": spawner, **shown} if shown else {}))
+
     context = {
         "e": execution,
         "f": view,
         "rows": _child_rows(rows, access.can_operate(request, execution)),
         "status": status, "sort": sort, "page": page, "pages": pages, "matching": present.count(matching),
         "capped": sort == "duration" and matching > listed, "listed": present.count(listed),
-        "status_links": [(s or "all", s, link(status=s, page=1)) for s in ("", *CHILD_STATUSES)],
-        "sort_links": [(s, link(sort=s, page=1)) for s in selectors.children.SORTS],
-        "first": link(page=1), "previous": link(page=page - 1), "next": link(page=page + 1), "last": link(page=pages),
+        "status_links": [(s or "all", s, link(status=s, page=1), view_url(status=s, page=1))
+                         for s in ("", *CHILD_STATUSES)],
+        "sort_links": [(s, link(sort=s, page=1), view_url(sort=s, page=1)) for s in selectors.children.SORTS],
+        "pager": {name: (link(page=n), view_url(page=n)) for name, n in
+                  (("first", 1), ("previous", page - 1), ("next", page + 1), ("last", pages))},
         "can_operate": access.can_operate(request, execution),
         "never_started": present.count(view.never_started),
     }

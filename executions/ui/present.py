@@ -118,3 +118,19 @@ def retried(counts: Counts, spawner: str) -> str:
     if not counts.retried:
         return f"No failed children of '{spawner}' to retry."
     return f"Retried {counts.retried:,} children of '{spawner}': re-runs {rerun_summary(counts)}."
+
+
+def ago(moment: datetime | None, now: datetime) -> str:
+    """``just now``, ``3 min ago``, ``5 h ago``, ``2 d ago`` (the absolute time goes in a title)."""
+    if moment is None:
+        return ""
+    seconds = max(0, int((now - moment).total_seconds()))
+    if seconds < 45:
+        return "just now"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min ago"
+    hours = round(seconds / 3600)
+    if hours < 48:
+        return f"{hours} h ago"
+    return f"{round(seconds / 86400)} d ago"

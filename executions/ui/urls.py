@@ -20,6 +20,7 @@ execution = "executions/<uuid:execution_id>"
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="ui:execution-list"), name="home"),
     path("executions/", execution_views.execution_list, name="execution-list"),
+    path("executions/rows", execution_views.execution_rows, name="execution-rows"),
     path(f"{execution}/", execution_views.execution_page, name="execution-detail"),
     # Live fragments of the execution page.
     path(f"{execution}/header", execution_views.header_fragment, name="execution-header"),
@@ -43,6 +44,9 @@ urlpatterns = [
     path("workflows/", workflow_views.workflow_list, name="workflow-list"),
     path("schedules/", schedule_views.schedule_list, name="schedule-list"),
     path("schedules/rows", schedule_views.schedule_rows, name="schedule-rows"),
+    path("schedules/<str:name>/pause", schedule_views.pause, name="schedule-pause"),
+    path("schedules/<str:name>/resume", schedule_views.resume, name="schedule-resume"),
+    path("schedules/<str:name>/run", schedule_views.run_now, name="schedule-run-now"),
     path("workflows/<str:key>/", workflow_views.workflow_page, name="workflow-detail"),
     path("workflows/<str:key>/start", workflow_views.start, name="workflow-start"),
     path("workflows/<str:key>/versions/<str:digest>/", workflow_views.version_page, name="version-detail"),

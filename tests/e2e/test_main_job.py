@@ -44,6 +44,7 @@ class Job:
     def __init__(self, command: list[str], env: dict[str, str], port: int) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"sb_up-{port}.log"
+        self.port = port
         self.base = f"http://127.0.0.1:{port}"
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -88,7 +89,8 @@ def job_env(transactional_db: Any, tmp_path: Path) -> dict[str, str]:
 def make_run(job_env: dict[str, str]) -> Iterator[Job]:
     port = free_port()
     job = Job(["make", "--no-print-directory", "run", f"ARGS=--port {port} --demo hello"],
-              {**job_env, "SB_METRICS_TOKEN": TOKEN, "LOG_FORMAT": "json"}, port)
+              {**job_env, "SB_METRICS_TOKEN": TOKEN, "LOG_FORMAT": "json",
+               "SB_ACCESS_LOG": str(ARTIFACTS / f"access-{port}.log")}, port)
     try:
         yield job
     finally:
@@ -108,7 +110,11 @@ def test_make_run_serves_gunicorn_with_whitenoise_and_debug_off_and_runs_the_dem
     # LOG_FORMAT=json: gunicorn's own lines are JSON objects too (and so are Django's).
     [started] = [json.loads(line) for line in text.splitlines() if "Starting gunicorn" in line]
     assert started["logger"] == "gunicorn.error" and started["level"] == "INFO"
-    access = [json.loads(line) for line in text.splitlines() if "GET /healthz" in line]
+    # The access log goes to its file (SB_ACCESS_LOG), not under the banner (issue 33 §4).
+    assert "GET /healthz" not in text
+    assert f"Access log    in {ARTIFACTS / f'access-{job.port}.log'}" in text
+    logged = (ARTIFACTS / f"access-{job.port}.log").read_text().splitlines()
+    access = [json.loads(line) for line in logged if "GET /healthz" in line]
     assert access and all(entry["logger"] == "gunicorn.access" for entry in access)
 
     with httpx.Client(base_url=job.base, timeout=10) as http:

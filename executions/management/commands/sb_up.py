@@ -6,7 +6,12 @@ The web app is served by gunicorn (schemabridge_site/gunicorn_conf.py) with stat
 collected for WhiteNoise, DEBUG as the environment says (off unless set); ``--dev`` (``make
 dev``) serves it with Django's runserver instead, auto-reloading, DEBUG on. Either way every
 process writes its metrics to PROMETHEUS_MULTIPROC_DIR (default ``.local/metrics``, emptied at
-start), so /metrics adds up the web and worker processes (docs/operations.md)."""
+start), so /metrics adds up the web and worker processes (docs/operations.md).
+
+So the banner stays readable, gunicorn's access log goes to ``.local/logs/access.log``
+(SB_ACCESS_LOG overrides: ``-`` prints it here, ``off`` drops it). On Ctrl-C (or SIGTERM) the
+embedded PostgreSQL (no DATABASE_URL) is stopped too if this run started it; one that was
+running before keeps running, and the last line says so and how to stop it."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from executions import extensions
+from executions.management import embedded
 from executions.models import Execution
 from workflows.models import Membership, Role, Workspace
 from workflows.services import ensure_default_workspace
@@ -44,12 +50,23 @@ class Command(BaseCommand):
         parser.add_argument("--demo", choices=["all", "hello", "none"], default="all",
                             help="demo executions to start (with SB_DEMO=1): all (default), only the small hello "
                                  "one, or none")
+        parser.add_argument("--keep-db", action="store_true",
+                            help="leave the embedded PostgreSQL running on Ctrl-C even if this run started it")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._run(options)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C before the supervisor took over: the processes are stopped (below)
+        finally:
+            self.stdout.write(embedded.after_run(keep=options["keep_db"]))
+
+    def _run(self, options: dict[str, Any]) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         if not options["dev"]:
             call_command("collectstatic", interactive=False, verbosity=0)
         self._metrics_dir()
+        access_log = self._access_log()
         workspace = ensure_default_workspace()
         self._admin_password(workspace)
         base_url = f"http://{options['host']}:{options['port']}"
@@ -60,7 +77,8 @@ class Command(BaseCommand):
         try:
             self._wait_until_serving(base_url, procs)
             started = demo.start_demo(workspace, options["demo"]) if demo is not None else []
-            self._banner(base_url, started, demo_loaded=demo is not None)
+            self._banner(base_url, started, demo_loaded=demo is not None, access_log=access_log,
+                         dev=options["dev"], keep_db=options["keep_db"])
             self._supervise(procs, watching=started)
         finally:
             self._stop(procs)
@@ -94,6 +112,16 @@ class Command(BaseCommand):
             stale.unlink()
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
 
+    @staticmethod
+    def _access_log() -> str:
+        """Where gunicorn's access log goes: SB_ACCESS_LOG if set, else a file (set before the
+        web server starts: gunicorn_conf.py reads it)."""
+        chosen = os.environ.get("SB_ACCESS_LOG", "").strip()
+        if not chosen:
+            (LOCAL_DIR / "logs").mkdir(parents=True, exist_ok=True)
+            chosen = os.environ["SB_ACCESS_LOG"] = str(LOCAL_DIR / "logs" / "access.log")
+        return chosen
+
     def _start(self, host: str, port: int, *, dev: bool) -> list[subprocess.Popen[bytes]]:
         manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
         if dev:
@@ -123,13 +151,15 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         raise SystemExit(f"the web server did not answer on {base_url} within 60 s")
 
-    def _banner(self, base_url: str, started: list[Execution], *, demo_loaded: bool) -> None:
+    def _banner(self, base_url: str, started: list[Execution], *, demo_loaded: bool, access_log: str, dev: bool,
+                keep_db: bool) -> None:
         # Never the password itself: terminal scroll-back and CI logs outlive the run.
         where = ("the SB_ADMIN_PASSWORD you set" if os.environ.get("SB_ADMIN_PASSWORD")
                  else f"in {LOCAL_DIR / 'admin-password'} (owner-only)")
+        logs = {"-": "printed here", "off": "off"}.get(access_log, f"in {access_log}")
         lines = [
             "",
-            "SchemaBridge is running (Ctrl-C stops it).",
+            "SchemaBridge is running.",
             f"  Operator UI   {base_url}/",
             f"  Admin         {base_url}/admin/",
             f"  REST API      {base_url}/api/v1/   (docs: {base_url}/api/docs/)",
@@ -139,6 +169,9 @@ class Command(BaseCommand):
             lines.append(f"  Demo          {execution.workflow.key}: {base_url}/executions/{execution.pk}/")
         if not demo_loaded:
             lines.append("  Demo          not loaded (SB_DEMO=1 loads it, as `make run` does)")
+        if not dev:
+            lines.append(f"  Access log    {logs} (SB_ACCESS_LOG: a file, - for here, or off)")
+        lines.append(f"  Ctrl-C        {embedded.on_stop(keep=keep_db)}")
         lines.append("")
         self.stdout.write("\n".join(lines))
 

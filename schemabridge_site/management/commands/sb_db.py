@@ -12,7 +12,8 @@ from schemabridge_site import embedded_db
 class Command(BaseCommand):
     help = "Show, start, stop or restart the embedded PostgreSQL (used when DATABASE_URL is unset)."
 
-    # Settings would start the server on import; `stop` must be able to run without that.
+    # Settings do not start the server for this command (settings.py), and nothing here runs
+    # the checks that would connect: `status` and `stop` leave a stopped server stopped.
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
 
@@ -27,6 +28,13 @@ class Command(BaseCommand):
         elif action == "restart":
             embedded_db.restart()
             self.stdout.write("restarted")
-        else:
+        elif action == "start":
             server = embedded_db.ensure_running()
             self.stdout.write(f"running: data {server.data_dir}, socket {server.socket_dir}, port {server.port}")
+        else:
+            found = embedded_db.running()
+            if found is None:
+                self.stdout.write(f"not running: data {embedded_db.data_dir()} (`python manage.py sb_db start` "
+                                  "starts it; so does any command that needs the database)")
+            else:
+                self.stdout.write(f"running: data {found.data_dir}, socket {found.socket_dir}, port {found.port}")
