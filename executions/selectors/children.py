@@ -23,14 +23,40 @@ from executions.selectors.executions import PAGE_SIZE
 AFTER_CHILD = "(executions_execution.spawn_vertex, executions_execution.item_index) > (%s, %s)"
 
 
-def page(parent: Execution, *, status: str | None, spawner: str | None, after: tuple[str, int] | None,
-         limit: int) -> list[Execution]:
+@dataclass(frozen=True)
+class Filter:
+    """Which children (every term given must match): ``item_keys`` None is no key filter, an
+    empty tuple matches nothing; ``error_contains`` is a case-insensitive substring."""
+
+    status: str = ""
+    spawner: str = ""
+    item_keys: tuple[str, ...] | None = None
+    error_contains: str = ""
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it filters by more than status and spawner (the UI then pages by offset)."""
+        return self.item_keys is not None or bool(self.error_contains)
+
+
+def filtered(parent: Any, found: Filter) -> QuerySet[Execution]:
+    """The children of ``parent`` that match ``found``: by item key on the
+    ``execution_child_item_key`` index, by status on ``execution_parent_status``."""
+    rows = Execution.objects.filter(parent=parent, item_index__isnull=False)
+    if found.item_keys is not None:
+        rows = rows.filter(item_key__in=found.item_keys)
+    if found.status:
+        rows = rows.filter(status=found.status)
+    if found.spawner:
+        rows = rows.filter(spawn_vertex=found.spawner)
+    if found.error_contains:
+        rows = rows.filter(error__icontains=found.error_contains)
+    return rows
+
+
+def page(parent: Execution, found: Filter, *, after: tuple[str, int] | None, limit: int) -> list[Execution]:
     """Up to ``limit + 1`` children in item order, with their own children's ``counts``."""
-    rows = Execution.objects.select_related("workflow", "version").filter(parent=parent, item_index__isnull=False)
-    if status:
-        rows = rows.filter(status=status)
-    if spawner:
-        rows = rows.filter(spawn_vertex=spawner)
+    rows = filtered(parent, found).select_related("workflow", "version")
     if after:
         later = RawSQL(AFTER_CHILD, list(after), output_field=BooleanField())  # noqa: S611 - named constant SQL
         rows = rows.filter(later)

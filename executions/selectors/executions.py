@@ -47,11 +47,14 @@ OLDER_THAN = "(executions_execution.created_at, executions_execution.id) < (%s, 
 
 def page(workspace: Workspace, *, status: str | None, workflow: str | None, parent: uuid.UUID | None,
          top_level: bool | None, after: tuple[datetime, uuid.UUID] | None, limit: int,
-         waiting: str | None = None) -> list[Execution]:
+         waiting: str | None = None, tags: dict[str, str] | None = None) -> list[Execution]:
     """Up to ``limit + 1`` executions, newest first (the ``execution_ws_created`` /
     ``execution_ws_status`` indexes), with their children's ``counts``; ``waiting``: only
-    those with a step waiting for a callback, an event, or either (``any``)."""
+    those with a step waiting for a callback, an event, or either (``any``); ``tags``: only
+    those with every one of these tags (one containment on the ``execution_tags`` index)."""
     rows = Execution.objects.select_related("workflow", "version").filter(workspace=workspace)
+    if tags:
+        rows = rows.filter(tags__contains=tags)
     if waiting:
         rows = rows.filter(id__in=waits.executions_waiting(workspace.pk, waiting))
     if status:
