@@ -73,20 +73,16 @@ def parse_term(term: str, *, field: str = "tag") -> tuple[str, str]:
     return key, value
 
 
-def search(terms: list[str], *, field: str = "tag") -> dict[str, str]:
-    """Search terms as one containment: every pair must be among an execution's tags. Two
-    terms with the same key and different values can match nothing; they are refused."""
+def search(terms: list[str], *, field: str = "tag") -> list[dict[str, str]]:
+    """Search terms as containments, every one of which must hold: one object of all the
+    pairs, or — when a key is given two values, which no execution can have — one per pair
+    (so such a search matches nothing, as it should). ``[]``: no tag filter."""
     if len(terms) > MAX_TERMS:
         raise Invalid(f"at most {MAX_TERMS} {field} terms",
                       errors=[{"field": field, "message": f"at most {MAX_TERMS}"}])
-    wanted: dict[str, str] = {}
-    for term in terms:
-        key, value = parse_term(term, field=field)
-        if wanted.get(key, value) != value:
-            raise Invalid(f"{field}: '{key}' is given two values; an execution has one value per key",
-                          errors=[{"field": field, "message": f"'{key}' given twice with different values"}])
-        wanted[key] = value
-    return wanted
+    pairs = list(dict.fromkeys(parse_term(term, field=field) for term in terms))
+    merged = dict(pairs)
+    return [merged] if len(merged) == len(pairs) and merged else [dict([pair]) for pair in pairs]
 
 
 def from_pairs(pairs: list[str], *, field: str = "tag") -> dict[str, str]:

@@ -165,6 +165,12 @@ class MergeOutputQuery(PageQuery):
     cursor = cursor_field(pagination.INDEX)
 
 
+# A search term: a tag key, a colon, a value (workflows/tags.py; no NUL, as a stored value).
+TAG_TERM = re.compile(f"{tag_rules.KEY.pattern}:[^\\x00]{{0,{tag_rules.MAX_VALUE}}}")
+# item_key__in: up to MAX_KEYS_IN item keys (each at most 256 characters), comma-separated.
+KEYS_IN = re.compile(r"[^,]{0,256}(?:,[^,]{0,256}){0,99}")
+
+
 class ExecutionListQuery(PageQuery):
     cursor = cursor_field(pagination.EXECUTION)
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
@@ -178,7 +184,8 @@ class ExecutionListQuery(PageQuery):
                                       help_text="Only executions with a step WAITING for a callback, an event, or "
                                                 "either.")
     tag = serializers.ListField(
-        child=serializers.CharField(max_length=64 + 1 + tag_rules.MAX_VALUE, trim_whitespace=False),
+        child=StrictRegexField(TAG_TERM, error_messages={"invalid": "key:value, e.g. customer:acme (" +
+                                                                    tag_rules.KEY_RULE + ")"}),
         required=False, max_length=tag_rules.MAX_TERMS,
         help_text="`key:value` (split at the first colon); repeat it (`?tag=customer:acme&tag=region:eu`): only "
                   "executions that have every one of these tags (their own or inherited).")
@@ -202,24 +209,18 @@ class ChildrenQuery(PageQuery):
     item_key = serializers.CharField(required=False, max_length=256, trim_whitespace=False,
                                      help_text="Only the child (or children) with this item key (the SPAWNER's "
                                                "`itemKey`).")
-    item_key__in = serializers.CharField(required=False, max_length=100 * 257, trim_whitespace=False,
-                                         help_text="Comma-separated item keys (at most 100): the children with any "
-                                                   "of them.")
+    item_key__in = StrictRegexField(KEYS_IN, required=False, trim_whitespace=False,
+                                    error_messages={"invalid": "at most 100 comma-separated item keys, each at "
+                                                               "most 256 characters"},
+                                    help_text="Comma-separated item keys (at most 100, each at most 256 "
+                                              "characters): the children with any of them.")
     error_contains = serializers.CharField(required=False, max_length=500, trim_whitespace=False,
                                            help_text="Only children whose error contains this text (any case).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "item_key__in" in attrs:
-            keys = attrs["item_key__in"].split(",")
-            if len(keys) > MAX_KEYS_IN:
-                raise serializers.ValidationError({"item_key__in": [f"at most {MAX_KEYS_IN} keys"]})
-            if any(len(key) > 256 for key in keys):
-                raise serializers.ValidationError({"item_key__in": ["an item key is at most 256 characters"]})
-            attrs["item_key__in"] = keys
+            attrs["item_key__in"] = attrs["item_key__in"].split(",")
         return attrs
-
-
-MAX_KEYS_IN = 100
 
 
 # --- representations -------------------------------------------------------------------------

@@ -226,6 +226,7 @@ def _retry_steps(execution: Execution, steps: list[Step], actor: str, *, input: 
 
 def _replace_input(cursor: Any, execution: Execution, step: Step, text: str, actor: str) -> None:
     before = selectors.payloads.preview(execution.pk, payloads.INPUT)
+    payloads.copy(cursor, execution.pk, payloads.INPUT, payloads.INPUT_BEFORE)  # for the UI's diff
     payloads.put_many(cursor, [(execution.pk, payloads.INPUT, text)])
     size = len(text.encode())
     was = f"{before.size_bytes:,} bytes" if before else "none"

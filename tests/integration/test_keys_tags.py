@@ -112,14 +112,15 @@ def test_the_list_finds_executions_having_every_tag(workspace, other_workspace):
     assert ids("tag=customer:acme") == {str(acme_us.pk), str(both.pk)}
     assert ids("tag=region:us&status=PENDING") == {str(acme_us.pk)}
     assert ids("tag=customer:zeta") == set()
+    assert ids("tag=region:eu&tag=region:us") == set(), "one value per key: nothing has both"
     assert len(ids("limit=10")) == 3
 
 
-@pytest.mark.parametrize("query", ["tag=acme", "tag=Bad:x", "tag=region:eu&tag=region:us",
+@pytest.mark.parametrize("query", ["tag=acme", "tag=Bad:x",
                                    "tag=k:" + "x" * 257, "&".join(f"tag=k{i}:v" for i in range(21))])
 def test_a_bad_tag_term_is_a_400_naming_it(workspace, query):
     body = problem(api(workspace, "viewer").get(f"/api/v1/executions?{query}"), 400)
-    assert "tag" in [e.get("field") for e in body["errors"]], body
+    assert [e for e in body["errors"] if e.get("field", "").split(".")[0] == "tag"], body
 
 
 # --- itemKey -------------------------------------------------------------------------------------

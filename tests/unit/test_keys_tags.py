@@ -76,15 +76,14 @@ def test_tags_are_checked_and_each_bad_one_named():
 
 
 def test_search_terms_split_at_the_first_colon_and_must_agree():
-    assert tags.search(["customer:acme", "url:http://x:1"]) == {"customer": "acme", "url": "http://x:1"}
-    assert tags.search(["empty:"]) == {"empty": ""}
+    assert tags.search(["customer:acme", "url:http://x:1"]) == [{"customer": "acme", "url": "http://x:1"}]
+    assert tags.search(["empty:"]) == [{"empty": ""}] and tags.search([]) == []
     for bad, message in [("acme", "not key:value"), ("Bad:x", "a tag key"), (":x", "a tag key"),
                          ("k:" + "x" * 257, "at most 256")]:
         with pytest.raises(Invalid, match=message):
             tags.search([bad])
-    with pytest.raises(Invalid, match="two values"):
-        tags.search(["region:eu", "region:us"])
-    assert tags.search(["region:eu", "region:eu"]) == {"region": "eu"}
+    assert tags.search(["region:eu", "region:us"]) == [{"region": "eu"}, {"region": "us"}], "matches nothing"
+    assert tags.search(["region:eu", "region:eu"]) == [{"region": "eu"}]
     with pytest.raises(Invalid, match="at most 20"):
         tags.search([f"k{i}:v" for i in range(21)])
 
