@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from executions.models import Execution
-from tests.support import factories, helpers
+from tests.support import ARTIFACTS, factories, helpers
 
 pytest_plugins = ["tests.support.browser"]
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.timeout(240)]
@@ -24,7 +24,7 @@ def items(n: int) -> list[dict]:
              "message": f"ledger refused entry e-{48210 + i}: HTTP 409 duplicate"} for i in range(n)]
 
 
-def publish(workspace) -> None:
+def publish_workflows(workspace) -> None:
     helpers.publish(workspace, "child", helpers.FAIL_IF)
     keyed = helpers.fanout_doc("child", merge_config=TOLERANT)
     keyed["vertices"]["fan"]["itemKey"] = "$.item.id"
@@ -34,7 +34,7 @@ def publish(workspace) -> None:
 
 def test_tags_item_keys_search_failed_siblings_and_the_input_diff(page, ui, operator):
     workspace = factories.default_workspace()
-    publish(workspace)
+    publish_workflows(workspace)
     plain = helpers.start(workspace, "plain", {"items": [{"n": i, "fail": False} for i in range(3)]},
                           tags={"customer": "zeta"})
 
@@ -71,6 +71,7 @@ def test_tags_item_keys_search_failed_siblings_and_the_input_diff(page, ui, oper
     failed_error = table.locator("tr[data-index='3'] td.err")
     expect(failed_error).to_have_text("…e-48213: HTTP 409 duplicate")
     ui.screenshot("keys-2-children-with-item-keys")
+    table.screenshot(path=str(ARTIFACTS / "screenshots" / "keys-2-children-panel.png"))  # for docs/ui.md
 
     # Search by item key, then by error text, then clear.
     table.locator("[data-child-search='key']").fill("e-48216")

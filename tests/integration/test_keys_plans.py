@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 
 from executions.selectors import children, executions
-from tests.integration.test_scale_plans import scans
 from tests.support import helpers
+from tests.support.plans import indexes, scans
 
 pytestmark = pytest.mark.django_db
 
@@ -60,16 +60,6 @@ def plan_of(rows) -> dict:
 
 def execution_scans(found) -> list[tuple[str, str | None, str | None]]:
     return [s for s in scans(found) if s[1] == "executions_execution"]
-
-
-def indexes(node) -> set[str]:
-    """Every index a plan reads (bitmap index scans name no relation, so scans() skips them)."""
-    if isinstance(node, list):
-        return {name for n in node for name in indexes(n)}
-    found = {node["Index Name"]} if "Index Name" in node else set()
-    for child in ([node["Plan"]] if "Plan" in node else []) + node.get("Plans", []):
-        found |= indexes(child)
-    return found
 
 
 def test_children_by_item_key_read_the_item_key_index(fan):

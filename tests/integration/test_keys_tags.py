@@ -221,3 +221,31 @@ def test_children_by_error_text_and_status(workspace, searched):
 def test_bad_children_filters_are_a_400_naming_them(workspace, searched, query, field):
     body = problem(api(workspace, "viewer").get(f"/api/v1/executions/{searched.pk}/children?{query}"), 400)
     assert field in [e.get("field") for e in body["errors"]], body
+
+
+# --- the UI's forms ------------------------------------------------------------------------------
+
+def test_ui_searches_and_their_400s(workspace, searched, operator):
+    children_url = f"/executions/{searched.pk}/fanouts/fan/children"
+    found = operator.get(f"{children_url}?key=e-4,e-7", HTTP_HX_REQUEST="true")
+    assert found.status_code in (200, 286)  # 286: htmx's "stop polling" (the parent has finished)
+    html = found.content.decode()
+    assert 'data-item-key="e-4"' in html and 'data-item-key="e-7"' in html and 'data-item-key="e-5"' not in html
+    by_error = operator.get(f"{children_url}?error=FAILED+ON+PURPOSE&status=FAILED", HTTP_HX_REQUEST="true")
+    assert by_error.content.decode().count('data-status="FAILED"') == 3
+    too_many = operator.get(f"{children_url}?key=" + "+".join(f"k{i}" for i in range(101)), HTTP_HX_REQUEST="true")
+    assert too_many.status_code == 400 and "at most 100 item keys" in too_many.content.decode()
+    listed = operator.get("/executions/?tag=customer")
+    assert listed.status_code == 400 and "not key:value" in listed.content.decode()
+    unclosed = operator.get('/executions/?tag=customer:"acme')
+    assert unclosed.status_code == 400 and "quote" in unclosed.content.decode()
+
+
+def test_the_start_form_takes_tags(workspace, operator):
+    helpers.publish(workspace, "flow", helpers.NOOP)
+    started = operator.post("/workflows/flow/start", {"input": "{}", "tags": 'customer=acme region="eu west"'})
+    assert started.status_code == 303, started.content
+    assert Execution.objects.get().tags == {"customer": "acme", "region": "eu west"}
+    refused = operator.post("/workflows/flow/start", {"input": "{}", "tags": "Customer=acme"})
+    assert refused.status_code == 400 and "a tag key is" in refused.content.decode()
+    assert Execution.objects.count() == 1

@@ -95,3 +95,26 @@ def test_command_line_pairs():
     with pytest.raises(Invalid) as caught:
         tags.from_pairs(["Bad=x"])
     assert caught.value.errors[0]["field"] == "tags.Bad"
+
+
+def test_the_input_diff_lists_each_changed_path():
+    from executions.selectors.identity import Change, diff
+
+    before = {"id": "e-1", "fail": True, "lines": [1, 2, 3], "gone": "x", "same": {"a": 1}}
+    after = {"id": "e-1", "fail": False, "lines": [1, 5], "same": {"a": 1}, "new": None, "n": 1.0}
+    assert diff(before, after) == [
+        Change("$.fail", "true", "false"), Change("$.lines[1]", "2", "5"), Change("$.lines[2]", "3", ""),
+        Change("$.gone", '"x"', ""), Change("$.new", "", "null"), Change("$.n", "", "1.0")]
+    assert diff({"a": 1}, {"a": 1.0}) == [Change("$.a", "1", "1.0")], "1 and 1.0 are different JSON"
+    assert diff([1], {"a": 1}) == [Change("$", "[1]", '{"a": 1}')]
+    assert diff({"k": 1}, {"k": 1}) == []
+    assert len(diff({f"k{i}": i for i in range(500)}, {})) == 101, "bounded"
+
+
+def test_the_shared_error_prefix_ends_at_a_word():
+    from executions.ui.children_table import shared_prefix
+
+    same = "t failed: RuntimeError: ledger refused entry e-1: HTTP 409 duplicate"
+    assert shared_prefix([same, same]) == "t failed: RuntimeError: ledger refused entry e-1: HTTP 409 "
+    assert shared_prefix([same, same.replace("e-1", "e-22"), ""]) == "t failed: RuntimeError: ledger refused entry "
+    assert shared_prefix([same]) == "" and shared_prefix(["abc def ghi", "abc dxx"]) == ""
