@@ -390,10 +390,12 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     else:
         rows = _child_contexts(cursor, step, vertex, lo, hi, key)
         inputs, bad = _render_batch(cursor, step, vertex, [(row[0], row[1]) for row in rows])
-    item_keys, bad_keys = keys.split(vertex, [(row[0], row[2], row[3]) for row in rows])
-    for index, why in bad_keys.items():  # a child without a usable key is a bad item (S17)
-        inputs.pop(index, None)
-        bad.setdefault(index, why)
+    item_keys: dict[int, str] = {}
+    if key is not None:
+        item_keys, bad_keys = keys.split(vertex, [(row[0], row[2], row[3]) for row in rows])
+        for index, why in bad_keys.items():  # a child without a usable key is a bad item (S17)
+            inputs.pop(index, None)
+            bad.setdefault(index, why)
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
