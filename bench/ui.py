@@ -12,6 +12,7 @@ worst time and the query count of each. It writes to the current database; the
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 import uuid
@@ -35,6 +36,10 @@ from workflows.services import publish_version
 E, S = ExecutionStatus, StepStatus
 PAGE_TARGET_MS = 300.0
 FRAGMENT_TARGET_MS = 100.0
+# Issue 31 §4, at 1,000,000 children: a child by its item key, executions by tag (server time).
+LOOKUP_TARGETS_MS = {"item key": 50.0, "tag": 200.0}
+TAGS = {"customer": "bench", "region": "eu"}
+RARE_TAG = {"customer": "rare"}
 
 CHILD = {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.noop"}}}
 PARENT = {
@@ -59,12 +64,14 @@ FANOUT_ROW = """
 """
 
 # Children only (no steps or inputs: the parent's view never reads them), created a
-# millisecond apart as a spawner's batches would be.
+# millisecond apart as a spawner's batches would be, with their items' keys (the entries' ids,
+# as a SPAWNER with itemKey "$.item.id" stores them) and the tags they inherit.
 CHILDREN = """
     INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, request_hash,
-        parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, created_by, created_at)
+        parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, created_by, item_key, tags, created_at)
     SELECT gen_random_uuid(), %(workspace)s, %(workflow)s, %(version)s, 1, '', '', %(parent)s, %(parent)s,
-           %(step)s, 'fan', i, 1, '', now() - interval '1 hour' + i * interval '1 millisecond'
+           %(step)s, 'fan', i, 1, '', 'entry-' || lpad(i::text, 6, '0'), %(tags)s::jsonb,
+           now() - interval '1 hour' + i * interval '1 millisecond'
     FROM generate_series(0, %(n)s - 1) AS i
 """
 
@@ -100,7 +107,31 @@ def run(children: int = 100_000, repeats: int = 5) -> dict[str, Any]:
     long_tail_url = reverse("ui:execution-long-tail", args=[scene["parent"]])
     results[RECOMPUTE] = measure(client, long_tail_url, repeats, {"HX-Request": "true"},
                                                before=lambda: cache.delete(parts.long_tail_cache_key(scene["parent"])))
-    return report(children, repeats, built, results)
+    lookups = {name: measure(client, url, repeats, {}) for name, url in lookup_urls(scene)}
+    return {**report(children, repeats, built, results), **lookup_report(lookups)}
+
+
+def lookup_urls(scene: dict[str, Any]) -> list[tuple[str, str]]:
+    """The searches of issue 31 §4, through the API: a child by item key, executions by tag
+    (the tag every child inherited, and a rare one)."""
+    middle = f"entry-{scene['children'] // 2:06d}"
+    children = reverse("api:children", kwargs={"id": scene["parent"]})
+    executions = reverse("api:executions")
+    dense = "&".join(f"tag={key}:{value}" for key, value in TAGS.items())
+    rare = "&".join(f"tag={key}:{value}" for key, value in RARE_TAG.items())
+    return [
+        ("item key", f"{children}?item_key={middle}"),
+        ("item keys (item_key__in)", f"{children}?item_key__in={middle},entry-000007"),
+        ("tag", f"{executions}?{dense}&limit=50"),
+        ("tag, rare", f"{executions}?{rare}&limit=50"),
+    ]
+
+
+def lookup_report(lookups: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    worst = {kind: max(r["median_ms"] for name, r in lookups.items() if name.startswith(kind))
+             for kind in LOOKUP_TARGETS_MS}
+    return {"lookups": lookups, "lookup_targets_ms": LOOKUP_TARGETS_MS, "lookup_worst_ms": worst,
+            "lookups_ok": all(worst[kind] < target for kind, target in LOOKUP_TARGETS_MS.items())}
 
 
 def build(children: int) -> dict[str, Any]:
@@ -112,13 +143,16 @@ def build(children: int) -> dict[str, Any]:
     entries = [{"id": f"entry-{i:06d}", "account": f"acct-{i % 37:03d}", "amountCents": (i * 7919) % 100_000}
                for i in range(children)]
     parent = services.start_execution(workspace, workflow="bench-parent", input={"entries": entries},
-                                      created_by="bench").execution
+                                      created_by="bench", tags=TAGS).execution
+    for _ in range(3):  # a tag few executions have
+        services.start_execution(workspace, workflow="bench-child", input={}, created_by="bench", tags=RARE_TAG)
     with transaction.atomic(), connection.cursor() as cursor:
         spawner = _spawned(cursor, parent)
         cursor.execute(FANOUT_ROW, {"step": spawner.pk, "parent": parent.pk, "version": child.pk, "n": children,
                                     "allowed": children // 20})
         cursor.execute(CHILDREN, {"workspace": workspace.pk, "workflow": child.definition_id, "version": child.pk,
-                                  "parent": parent.pk, "step": spawner.pk, "n": children})
+                                  "parent": parent.pk, "step": spawner.pk, "n": children,
+                                  "tags": json.dumps(TAGS)})
         _finish_children(cursor, parent.pk)
     _analyze()
     user = get_user_model().objects.create_user(f"bench-{tag}", password=uuid.uuid4().hex)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F, Func, OrderBy, Q
 from django.db.models.functions import Coalesce, Now
@@ -89,6 +90,11 @@ class Execution(models.Model):
     depth = models.PositiveSmallIntegerField(default=0)
     chained_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                      related_name="chained_to", db_index=False)
+    # Business keys and tags (issue 31 §4). A child's item key: its item's value at the
+    # SPAWNER's itemKey (NULL: no itemKey). Tags: a start's string pairs, copied to every
+    # descendant (spawned or chained) as it is created (records.py); NULL: none.
+    item_key = models.CharField(max_length=256, null=True, blank=True)  # noqa: DJ001 - NULL: no key (indexed)
+    tags = models.JSONField(null=True, blank=True)
 
     created_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
@@ -144,6 +150,13 @@ class Execution(models.Model):
             models.Index(fields=["version"], name="execution_version"),
             models.Index(fields=["chained_from"], name="execution_chained_from",
                          condition=Q(chained_from__isnull=False)),
+            # Search (issue 31 §4, docs/architecture.md "Business keys and tags"): a child by its
+            # item key, and executions by tags (one containment, every term at once). Partial:
+            # a fan-out without itemKey or tags costs nothing.
+            models.Index(fields=["parent", "item_key"], name="execution_child_item_key",
+                         condition=Q(item_key__isnull=False)),
+            GinIndex(fields=["tags"], opclasses=["jsonb_path_ops"], name="execution_tags",
+                     condition=Q(tags__isnull=False)),
         ]
         ordering = ["-created_at"]
 

@@ -18,6 +18,7 @@ from rest_framework import serializers
 from executions import selectors
 from executions.api import pagination
 from executions.models import ExecutionStatus, StepStatus
+from workflows import tags as tag_rules
 from workflows.dsl.parser import VERSION_HASH, VERTEX_ID, WORKFLOW_KEY
 
 # --- strict request fields -------------------------------------------------------------------
@@ -83,6 +84,23 @@ class StorableJSONField(serializers.JSONField):
     pass
 
 
+TAGS_SCHEMA = {"type": "object", "maxProperties": tag_rules.MAX_TAGS,
+               "propertyNames": {"pattern": f"^{tag_rules.KEY.pattern}$"},
+               "additionalProperties": {"type": "string", "maxLength": tag_rules.MAX_VALUE}}
+
+
+@extend_schema_field(TAGS_SCHEMA)
+class TagsField(serializers.JSONField):
+    """Tags as given; their rules (workflows/tags.py) are the service's, which names each bad
+    one (``tags.<key>``) in the problem's ``errors``."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+class TagsOutField(serializers.JSONField):
+    def get_attribute(self, instance: Any) -> Any:
+        return super().get_attribute(instance) or {}  # none: {} (DRF would print None as null)
+
+
 # --- request bodies --------------------------------------------------------------------------
 
 class StartExecution(StrictSerializer):
@@ -94,6 +112,9 @@ class StartExecution(StrictSerializer):
                                  help_text="A version hash to pin (of `workflow`, if given).")
     input = StorableJSONField(required=False, default=dict, allow_null=True,
                               help_text="The execution input (any JSON; `{}` if omitted).")
+    tags = TagsField(required=False, allow_null=True,
+                     help_text="Up to 20 string pairs (keys 1-64 of `a-z 0-9 _ . -`, values at most 256 "
+                               "characters), inherited by every descendant; search with `?tag=key:value`.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("workflow") and not attrs.get("version"):
@@ -144,6 +165,12 @@ class MergeOutputQuery(PageQuery):
     cursor = cursor_field(pagination.INDEX)
 
 
+# A search term: a tag key, a colon, a value (workflows/tags.py; no NUL, as a stored value).
+TAG_TERM = re.compile(f"{tag_rules.KEY.pattern}:[^\\x00]{{0,{tag_rules.MAX_VALUE}}}")
+# item_key__in: up to MAX_KEYS_IN item keys (each at most 256 characters), comma-separated.
+KEYS_IN = re.compile(r"[^,]{0,256}(?:,[^,]{0,256}){0,99}")
+
+
 class ExecutionListQuery(PageQuery):
     cursor = cursor_field(pagination.EXECUTION)
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
@@ -156,6 +183,12 @@ class ExecutionListQuery(PageQuery):
     waiting = serializers.ChoiceField(choices=["callback", "event", "any"], required=False,
                                       help_text="Only executions with a step WAITING for a callback, an event, or "
                                                 "either.")
+    tag = serializers.ListField(
+        child=StrictRegexField(TAG_TERM, error_messages={"invalid": "key:value, e.g. customer:acme (" +
+                                                                    tag_rules.KEY_RULE + ")"}),
+        required=False, max_length=tag_rules.MAX_TERMS,
+        help_text="`key:value` (split at the first colon); repeat it (`?tag=customer:acme&tag=region:eu`): only "
+                  "executions that have every one of these tags (their own or inherited).")
 
 
 class ChildrenExportQuery(StrictSerializer):
@@ -173,6 +206,21 @@ class ChildrenQuery(PageQuery):
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, required=False)
     spawner = StrictRegexField(VERTEX_ID, max_length=64, required=False,
                                help_text="Only children of this SPAWNER vertex.")
+    item_key = serializers.CharField(required=False, max_length=256, trim_whitespace=False,
+                                     help_text="Only the child (or children) with this item key (the SPAWNER's "
+                                               "`itemKey`).")
+    item_key__in = StrictRegexField(KEYS_IN, required=False, trim_whitespace=False,
+                                    error_messages={"invalid": "at most 100 comma-separated item keys, each at "
+                                                               "most 256 characters"},
+                                    help_text="Comma-separated item keys (at most 100, each at most 256 "
+                                              "characters): the children with any of them.")
+    error_contains = serializers.CharField(required=False, max_length=500, trim_whitespace=False,
+                                           help_text="Only children whose error contains this text (any case).")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "item_key__in" in attrs:
+            attrs["item_key__in"] = attrs["item_key__in"].split(",")
+        return attrs
 
 
 # --- representations -------------------------------------------------------------------------
@@ -194,6 +242,8 @@ class ExecutionSerializer(serializers.Serializer):
     chained_from = serializers.UUIDField(source="chained_from_id", allow_null=True)
     spawn_vertex = serializers.CharField(allow_null=True, help_text="The parent's SPAWNER vertex (children only).")
     item_index = serializers.IntegerField(allow_null=True, help_text="Index of its item in the fan-out.")
+    item_key = serializers.CharField(allow_null=True, help_text="Its item's business key (the SPAWNER's `itemKey`).")
+    tags = TagsOutField(help_text="Its tags: those of its start, or inherited from its parent or chainer.")
     depth = serializers.IntegerField()
     attempt = serializers.IntegerField()
     error = serializers.CharField(allow_blank=True)

@@ -13,6 +13,17 @@ from typing import Any
 from django.conf import settings
 
 INPUT = "input"
+# The input as it was before an operator's last edit (a retry with an edited input), kept so the
+# UI can show what changed. A dot: no vertex id (a step output's name) can be this.
+INPUT_BEFORE = "input.before"
+
+# A payload copied under another name of the same execution (replacing an earlier copy).
+COPY = """
+    INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
+    SELECT execution_id, %(target)s, data, size_bytes, now() FROM executions_payload
+    WHERE execution_id = %(execution)s AND name = %(source)s
+    ON CONFLICT (execution_id, name) DO UPDATE SET data = EXCLUDED.data, size_bytes = EXCLUDED.size_bytes
+"""
 
 INSERT = """
     INSERT INTO executions_payload (execution_id, name, data, size_bytes, created_at)
@@ -116,6 +127,11 @@ def put_many(cursor: Any, entries: Sequence[tuple[Any, str, str]]) -> None:
         "data": [entry[2] for entry in entries],
         "sizes": [len(entry[2].encode()) for entry in entries],
     })
+
+
+def copy(cursor: Any, execution_id: Any, source: str, target: str) -> None:
+    """Store a copy of payload ``source`` as ``target`` (nothing when ``source`` is not stored)."""
+    cursor.execute(COPY, {"execution": execution_id, "source": source, "target": target})
 
 
 def fill_from_upload(cursor: Any, execution_id: Any, name: str, *, path: list[str], upload: Any) -> None:

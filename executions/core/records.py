@@ -20,16 +20,16 @@ from executions.platform import notify
 INSERT_EXECUTIONS = """
     INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, idempotency_key,
         request_hash, parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, chained_from_id,
-        created_by, created_at)
+        created_by, item_key, tags, created_at)
     SELECT n.id, n.workspace_id, n.workflow_id, n.version_id, 1, '', n.idempotency_key, n.request_hash,
            n.parent_id, coalesce(n.root_id, n.id), n.spawned_by_id, n.spawn_vertex, n.item_index, n.depth,
-           n.chained_from_id, n.created_by, now()
+           n.chained_from_id, n.created_by, n.item_key, n.tags::jsonb, now()
     FROM unnest(%(ids)s::uuid[], %(workspaces)s::bigint[], %(workflows)s::bigint[], %(versions)s::bigint[],
                 %(keys)s::varchar[], %(hashes)s::varchar[], %(parents)s::uuid[], %(roots)s::uuid[],
                 %(spawned_by)s::bigint[], %(spawn_vertices)s::varchar[], %(indexes)s::int[], %(depths)s::int[],
-                %(chained_from)s::uuid[], %(created_by)s::varchar[])
+                %(chained_from)s::uuid[], %(created_by)s::varchar[], %(item_keys)s::varchar[], %(tags)s::text[])
          AS n(id, workspace_id, workflow_id, version_id, idempotency_key, request_hash, parent_id, root_id,
-              spawned_by_id, spawn_vertex, item_index, depth, chained_from_id, created_by)
+              spawned_by_id, spawn_vertex, item_index, depth, chained_from_id, created_by, item_key, tags)
     ORDER BY n.item_index
     ON CONFLICT DO NOTHING
     RETURNING id, item_index
@@ -107,6 +107,8 @@ class NewExecution(NamedTuple):
     depth: int = 0
     chained_from_id: uuid.UUID | None = None
     created_by: str = ""
+    item_key: str | None = None  # a child's business key (the SPAWNER's itemKey)
+    tags: str | None = None  # JSON text of its tags (a descendant: its parent's or chainer's), None: none
 
 
 class NewStep(NamedTuple):
@@ -139,6 +141,8 @@ def insert_executions(cursor: Any, rows: Sequence[NewExecution]) -> list[tuple[u
         "depths": [row.depth for row in rows],
         "chained_from": [row.chained_from_id for row in rows],
         "created_by": [row.created_by for row in rows],
+        "item_keys": [row.item_key for row in rows],
+        "tags": [row.tags for row in rows],
     })
     return [(row[0], row[1]) for row in cursor.fetchall()]
 

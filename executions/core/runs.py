@@ -40,6 +40,7 @@ class ExecutionInfo:
     depth: int
     item_index: int | None
     spawned_by_id: int | None
+    tags: str | None = None  # JSON text; its descendants inherit them (records.NewExecution)
 
 
 # Commits outcomes of steps whose leases the caller's transaction has fenced already.

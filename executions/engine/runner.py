@@ -36,7 +36,8 @@ DESTINATIONS = """
     SELECT id, name, base_url, timeout_seconds FROM executions_destination WHERE id = ANY(%(ids)s)
 """
 EXECUTIONS = """
-    SELECT id, workspace_id, workflow_id, version_id, parent_id, root_id, depth, item_index, spawned_by_id
+    SELECT id, workspace_id, workflow_id, version_id, parent_id, root_id, depth, item_index, spawned_by_id,
+           tags::text AS tags
     FROM executions_execution WHERE id = ANY(%(ids)s)
 """
 

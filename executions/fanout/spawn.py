@@ -28,6 +28,7 @@ from executions.core import cancel, payloads, quotas, records, retry, state, ver
 from executions.core.merge_rule import REACHED_MESSAGE, VERDICTS, allowed_failures, quorum_of, sweep_of
 from executions.core.outcomes import Outcome, committed, succeeded, wait
 from executions.core.runs import StepRun
+from executions.fanout import keys
 from executions.handlers import NonRetryable
 from executions.platform import metrics
 from workflows import sudo
@@ -87,13 +88,16 @@ EXPLODE = """
 # itemsPerChild, child i has items [i * per, (i + 1) * per).
 HAS_ITEM = "SELECT EXISTS (SELECT 1 FROM executions_fanoutitem WHERE step_id = %(step)s AND item_index = %(cursor)s)"
 
-# One batch, by key: as JSON text (the default itemInput: the item), or decoded (a template).
+# One batch, by key: as JSON text (the default itemInput: the item), or decoded (a template);
+# with each item's itemKey (its JSON type and text: keys.py; NULL when the vertex has none).
 BATCH_ITEMS = """
-    SELECT item_index, item::text FROM executions_fanoutitem
+    SELECT item_index, item::text, jsonb_typeof(item #> %(key)s::text[]), item #>> %(key)s::text[]
+    FROM executions_fanoutitem
     WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s ORDER BY item_index
 """
 BATCH_VALUES = """
-    SELECT item_index, item FROM executions_fanoutitem
+    SELECT item_index, item, jsonb_typeof(item #> %(key)s::text[]), item #>> %(key)s::text[]
+    FROM executions_fanoutitem
     WHERE step_id = %(step)s AND item_index >= %(lo)s AND item_index < %(hi)s ORDER BY item_index
 """
 
@@ -383,16 +387,26 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     free slots: maxConcurrency). A child whose input cannot be rendered becomes a FAILED child
     with the reason (S17). A child is one item, or with itemsPerChild a batch of items."""
     bad: dict[int, str] = {}
+    key = keys.key_path(vertex)
     if vertex.item_input == "$.item" and vertex.items_per_child == 1:
-        cursor.execute(BATCH_ITEMS, {"step": step.step_id, "lo": lo, "hi": hi})
-        inputs: dict[int, str] = dict(cursor.fetchall())
+        cursor.execute(BATCH_ITEMS, {"step": step.step_id, "lo": lo, "hi": hi, "key": key})
+        rows = cursor.fetchall()
+        inputs: dict[int, str] = {row[0]: row[1] for row in rows}
     else:
-        inputs, bad = _render_batch(cursor, step, vertex, _child_contexts(cursor, step, vertex, lo, hi))
+        rows = _child_contexts(cursor, step, vertex, lo, hi, key)
+        inputs, bad = _render_batch(cursor, step, vertex, [(row[0], row[1]) for row in rows])
+    item_keys: dict[int, str] = {}
+    if key is not None:
+        item_keys, bad_keys = keys.split(vertex, [(row[0], row[2], row[3]) for row in rows])
+        for index, why in bad_keys.items():  # a child without a usable key is a bad item (S17)
+            inputs.pop(index, None)
+            bad.setdefault(index, why)
     parent = step.execution
     created = records.insert_executions(cursor, [
         records.NewExecution(parent.workspace_id, target.definition_id, target.id, parent_id=parent.id,
                              root_id=parent.root_id or parent.id, spawned_by_id=step.step_id,
-                             spawn_vertex=vertex.id, item_index=index, depth=parent.depth + 1)
+                             spawn_vertex=vertex.id, item_index=index, depth=parent.depth + 1,
+                             item_key=item_keys.get(index), tags=parent.tags)
         for index in sorted([*inputs, *bad])
     ])
     good = [(child, cast(int, index)) for child, index in sorted(created, key=lambda c: c[1] or 0)
@@ -428,21 +442,22 @@ def _hold(cursor: Any, step: StepRun, vertex: ast.Spawner, indexes: list[int], h
     return held
 
 
-def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner,
-                    lo: int, hi: int) -> list[tuple[int, dict[str, Any]]]:
+def _child_contexts(cursor: Any, step: StepRun, vertex: ast.Spawner, lo: int, hi: int,
+                    key: list[str] | None) -> list[tuple[int, dict[str, Any], str | None, str | None]]:
     """Each child's own values for its itemInput: ``$.items``, ``$.index`` and
     ``$.firstItem`` (with one item per child also ``$.item``), read from the spawner's item
-    rows by key: O(batch), however long the list."""
+    rows by key: O(batch), however long the list; with its item key's type and text (one
+    item per child only: the parser refuses itemKey with itemsPerChild)."""
     per = vertex.items_per_child
-    cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo * per, "hi": hi * per})
-    rows = [(i, payloads.decode(value)) for i, value in cursor.fetchall()]
+    cursor.execute(BATCH_VALUES, {"step": step.step_id, "lo": lo * per, "hi": hi * per, "key": key})
+    rows = [(i, payloads.decode(value), kind, text) for i, value, kind, text in cursor.fetchall()]
     if per == 1:
-        return [(index, {"item": item, "items": [item], "index": index, "firstItem": index})
-                for index, item in rows]
+        return [(index, {"item": item, "items": [item], "index": index, "firstItem": index}, kind, text)
+                for index, item, kind, text in rows]
     groups: dict[int, list[Any]] = {}
-    for item_index, item in rows:  # in item order (BATCH_VALUES)
+    for item_index, item, _, _ in rows:  # in item order (BATCH_VALUES)
         groups.setdefault(item_index // per, []).append(item)
-    return [(index, {"items": items, "index": index, "firstItem": index * per})
+    return [(index, {"items": items, "index": index, "firstItem": index * per}, None, None)
             for index, items in sorted(groups.items())]
 
 

@@ -18,6 +18,8 @@ same few queries as a small one):
 * ``schedules``    cron schedules by name;
 * ``waits``        what a step waits for (a callback, an event), a waiting step's token;
 * ``bulk``         bulk operations' progress and skipped children; a parent's error groups.
+* ``identity``     what tells children apart: item previews, failed siblings, an edited
+                   input's before/after.
 
 Workflow definitions and versions are read in ``workflows/selectors.py``, with the app that
 owns those tables. Raw SQL here is a named module-level constant with a one-line description;
@@ -31,11 +33,12 @@ from executions.selectors import (
     executions,
     fanout_health,
     fanouts,
+    identity,
     payloads,
     schedules,
     steps,
     waits,
 )
 
-__all__ = ["bulk", "children", "destinations", "executions", "fanout_health", "fanouts", "payloads", "schedules",
-           "steps", "waits"]
+__all__ = ["bulk", "children", "destinations", "executions", "fanout_health", "fanouts", "identity", "payloads",
+           "schedules", "steps", "waits"]

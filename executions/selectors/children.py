@@ -23,18 +23,49 @@ from executions.selectors.executions import PAGE_SIZE
 AFTER_CHILD = "(executions_execution.spawn_vertex, executions_execution.item_index) > (%s, %s)"
 
 
-def page(parent: Execution, *, status: str | None, spawner: str | None, after: tuple[str, int] | None,
-         limit: int) -> list[Execution]:
+@dataclass(frozen=True)
+class Filter:
+    """Which children (every term given must match): ``item_keys`` None is no key filter, an
+    empty tuple matches nothing; ``error_contains`` is a case-insensitive substring."""
+
+    status: str = ""
+    spawner: str = ""
+    item_keys: tuple[str, ...] | None = None
+    error_contains: str = ""
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it filters by more than status and spawner (the UI then pages by offset)."""
+        return self.item_keys is not None or bool(self.error_contains)
+
+
+def filtered(parent: Any, found: Filter) -> QuerySet[Execution]:
+    """The children of ``parent`` that match ``found``: by item key on the
+    ``execution_child_item_key`` index, by status on ``execution_parent_status``."""
+    rows = Execution.objects.filter(parent=parent, item_index__isnull=False)
+    if found.item_keys is not None:
+        rows = rows.filter(item_key__in=found.item_keys)
+    if found.status:
+        rows = rows.filter(status=found.status)
+    if found.spawner:
+        rows = rows.filter(spawn_vertex=found.spawner)
+    if found.error_contains:
+        rows = rows.filter(error__icontains=found.error_contains)
+    return rows
+
+
+def page(parent: Execution, found: Filter, *, after: tuple[str, int] | None, limit: int) -> list[Execution]:
     """Up to ``limit + 1`` children in item order, with their own children's ``counts``."""
-    rows = Execution.objects.select_related("workflow", "version").filter(parent=parent, item_index__isnull=False)
-    if status:
-        rows = rows.filter(status=status)
-    if spawner:
-        rows = rows.filter(spawn_vertex=spawner)
+    return fanouts.with_counts(list(page_rows(parent, found, after=after, limit=limit)))
+
+
+def page_rows(parent: Any, found: Filter, *, after: tuple[str, int] | None, limit: int) -> QuerySet[Execution]:
+    """``page``'s query (tests/integration/test_keys_plans.py reads its plan)."""
+    rows = filtered(parent, found).select_related("workflow", "version")
     if after:
         later = RawSQL(AFTER_CHILD, list(after), output_field=BooleanField())  # noqa: S611 - named constant SQL
         rows = rows.filter(later)
-    return fanouts.with_counts(list(rows.order_by("spawn_vertex", "item_index")[: limit + 1]))
+    return rows.order_by("spawn_vertex", "item_index")[: limit + 1]
 
 
 def page_key(execution: Execution) -> tuple[str | None, int | None]:
@@ -44,7 +75,8 @@ def page_key(execution: Execution) -> tuple[str | None, int | None]:
 
 # --- numbered pages (UI) ------------------------------------------------------------------------
 
-CHILD_FIELDS = ("id", "status", "attempt", "item_index", "started_at", "attempt_started_at", "finished_at")
+CHILD_FIELDS = ("id", "status", "attempt", "item_index", "item_key", "started_at", "attempt_started_at",
+                "finished_at")
 SORTS = ("index", "duration")
 # Sorting by duration reads an expression index (execution_child_round_duration), and lists the
 # slowest DURATION_SORT_LIMIT only: nobody pages through thousands of them by duration.
@@ -73,6 +105,16 @@ def of_spawner(parent: Execution, spawner: str, *, status: str, sort: str, page:
     if offset <= matching - end:
         return list(rows.order_by("item_index")[offset: offset + PAGE_SIZE])
     return list(reversed(rows.order_by("-item_index")[matching - end: matching - offset]))
+
+
+def matching_page(parent: Execution, found: Filter, *, page: int) -> tuple[list[Any], bool]:
+    """One ``PAGE_SIZE`` page (in item order) of the children that match a search (item keys,
+    error text: ``Filter.narrows``), each with an ``error_snippet``, and whether more follow
+    (one extra row, never a count: an error search may match many)."""
+    rows = filtered(parent, found).only(*CHILD_FIELDS).annotate(error_snippet=Substr("error", 1, 200))
+    offset = (page - 1) * PAGE_SIZE
+    found_rows = list(rows.order_by("item_index")[offset: offset + PAGE_SIZE + 1])
+    return found_rows[:PAGE_SIZE], len(found_rows) > PAGE_SIZE
 
 
 def by_duration(parent: Any, spawner: str, status: str = "") -> QuerySet[Execution, uuid.UUID]:

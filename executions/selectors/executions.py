@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -48,11 +48,24 @@ OLDER_THAN = "(executions_execution.created_at, executions_execution.id) < (%s, 
 
 def page(workspace: Workspace, *, status: str | None, workflow: str | None, parent: uuid.UUID | None,
          top_level: bool | None, after: tuple[datetime, uuid.UUID] | None, limit: int,
-         waiting: str | None = None) -> list[Execution]:
+         waiting: str | None = None, tags: list[dict[str, str]] | None = None) -> list[Execution]:
     """Up to ``limit + 1`` executions, newest first (the ``execution_ws_created`` /
     ``execution_ws_status`` indexes), with their children's ``counts``; ``waiting``: only
-    those with a step waiting for a callback, an event, or either (``any``)."""
+    those with a step waiting for a callback, an event, or either (``any``); ``tags``: only
+    those whose tags contain each of ``tags`` (workflows/tags.search: containments on the
+    ``execution_tags`` index)."""
+    return fanouts.with_counts(list(page_rows(workspace, status=status, workflow=workflow, parent=parent,
+                                              top_level=top_level, after=after, limit=limit, waiting=waiting,
+                                              tags=tags)))
+
+
+def page_rows(workspace: Workspace, *, status: str | None, workflow: str | None, parent: uuid.UUID | None,
+              top_level: bool | None, after: tuple[datetime, uuid.UUID] | None, limit: int,
+              waiting: str | None = None, tags: list[dict[str, str]] | None = None) -> QuerySet[Execution]:
+    """``page``'s query (tests/integration/test_keys_plans.py reads its plan)."""
     rows = Execution.objects.select_related("workflow", "version").filter(workspace=workspace)
+    for contained in tags or []:
+        rows = rows.filter(tags__contains=contained)
     if waiting:
         rows = rows.filter(id__in=waits.executions_waiting(workspace.pk, waiting))
     if status:
@@ -66,7 +79,7 @@ def page(workspace: Workspace, *, status: str | None, workflow: str | None, pare
     if after:
         older = RawSQL(OLDER_THAN, list(after), output_field=BooleanField())  # noqa: S611 - named constant SQL
         rows = rows.filter(older)
-    return fanouts.with_counts(list(rows.order_by("-created_at", "-id")[: limit + 1]))
+    return rows.order_by("-created_at", "-id")[: limit + 1]
 
 
 def page_key(execution: Execution) -> tuple[datetime, uuid.UUID]:
@@ -77,7 +90,8 @@ def page_key(execution: Execution) -> tuple[datetime, uuid.UUID]:
 # --- numbered pages (UI) ------------------------------------------------------------------------
 
 LIST_FIELDS = ("id", "status", "attempt", "created_at", "started_at", "attempt_started_at", "finished_at",
-               "idempotency_key", "parent_id", "item_index", "spawn_vertex", "workflow__key", "version__hash")
+               "idempotency_key", "parent_id", "item_index", "spawn_vertex", "workflow__key", "version__hash",
+               "tags", "item_key")
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,7 @@ class ListFilters:
     search: str = ""
     page: int = 1
     waiting: str = ""  # callback, event, any: only executions with a step waiting for it
+    tags: list[dict[str, str]] = field(default_factory=list)  # workflows/tags.search: all must hold
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,8 @@ def _filtered(rows: QuerySet[Execution], filters: ListFilters) -> QuerySet[Execu
         rows = rows.filter(created_at__gte=filters.since)
     if filters.until:
         rows = rows.filter(created_at__lt=filters.until)
+    for contained in filters.tags:  # the execution_tags index (issue 31 §4)
+        rows = rows.filter(tags__contains=contained)
     return rows
 
 

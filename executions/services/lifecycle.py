@@ -27,6 +27,7 @@ from executions.models import Execution, ExecutionStatus, FanOut, Step, StepStat
 from executions.platform import notify, transient
 from executions.services import uploads
 from workflows import sudo
+from workflows import tags as tag_rules
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import Workspace
 
@@ -57,8 +58,10 @@ guard = _guard  # the same check for a bulk operation (services/bulk.py)
 
 def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = None,
                     version: str | None = None, idempotency_key: str | None = None,
-                    created_by: str = "", system_actor: sudo.VerifiedActor | None = None) -> Started:
-    """Start an execution of ``workflow`` (its current version) or of version ``version``."""
+                    created_by: str = "", system_actor: sudo.VerifiedActor | None = None,
+                    tags: Any = None) -> Started:
+    """Start an execution of ``workflow`` (its current version) or of version ``version``,
+    with ``tags`` (string pairs, workflows/tags.py) that every descendant inherits."""
     if workflow is None and version is None:
         raise Invalid("give a workflow key or a version hash")
     if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
@@ -68,15 +71,17 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
         prefix = starts.SCHEDULE_KEY_PREFIX
         raise Invalid(f"idempotency keys starting with '{prefix}' are reserved for schedules",
                       errors=[{"field": "Idempotency-Key", "message": f"must not start with '{prefix}'"}])
+    checked = tag_rules.check(tags)
     try:
-        fingerprint = starts.request_hash(workflow, version, input)
+        fingerprint = starts.request_hash(workflow, version, input, checked)
     except payloads.PayloadError as error:
         raise Invalid(f"input is {error}") from error
     named = uploads.placements(input)
     with transaction.atomic(), connection.cursor() as cursor:
         execution_id, created = starts.start_in(cursor, workspace_id=workspace.pk, input=input, workflow=workflow,
                                          version=version, idempotency_key=idempotency_key, request=fingerprint,
-                                         created_by=created_by, system_actor=system_actor)
+                                         created_by=created_by, system_actor=system_actor,
+                                         tags=tag_rules.encode(checked))
         if created and named:
             _fill_uploads(cursor, workspace.pk, execution_id, named)
     return Started(Execution.objects.select_related("version", "workflow").get(pk=execution_id), created)
@@ -224,6 +229,7 @@ def _retry_steps(execution: Execution, steps: list[Step], actor: str, *, input: 
 
 def _replace_input(cursor: Any, execution: Execution, step: Step, text: str, actor: str) -> None:
     before = selectors.payloads.preview(execution.pk, payloads.INPUT)
+    payloads.copy(cursor, execution.pk, payloads.INPUT, payloads.INPUT_BEFORE)  # for the UI's diff
     payloads.put_many(cursor, [(execution.pk, payloads.INPUT, text)])
     size = len(text.encode())
     was = f"{before.size_bytes:,} bytes" if before else "none"

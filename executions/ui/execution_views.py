@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from executions import selectors
 from executions.models import Execution, Step
 from executions.selectors.fanouts import FanOutView
-from executions.ui import forms, listing, parts
+from executions.ui import children_table, forms, listing, parts
 from executions.ui.access import UiRequest, workspace_view
 from executions.ui.responses import fragment_response, problem, unchanged
 from workflows import selectors as workflow_selectors
@@ -107,7 +107,8 @@ def children_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str)
     if not form.is_valid():
         return problem(request, 400, forms.describe(form), errors=forms.field_errors(form))
     status, sort, page = form.values()
-    return fragment_response(request, parts.children(request, execution, view, status=status, sort=sort, page=page))
+    return fragment_response(request, parts.children(request, execution, view, status=status, sort=sort, page=page,
+                                                     search=children_table.Search(*form.search_terms())))
 
 
 @require_GET

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import uuid
 from datetime import timedelta
 from typing import Any, cast
@@ -16,11 +17,15 @@ from executions.api.parsers import MAX_REPORTED
 from executions.core.storable import unstorable
 from executions.models import ExecutionStatus
 from executions.selectors import children, executions
+from workflows import tags as tag_rules
+from workflows.errors import Invalid
 
 STATUSES = [s.value for s in ExecutionStatus]
 CHILD_STATUSES = STATUSES
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_PAGE = 100_000
+MAX_KEYS_TEXT = 100 * 257
+MAX_TAG_TEXT = 20 * (64 + 1 + 256 + 3)
 
 
 def _choice_error(what: str, values: list[str]) -> dict[str, str]:
@@ -40,6 +45,9 @@ class ExecutionFilters(forms.Form):
     until = forms.DateTimeField(required=False, error_messages={"invalid": "'until' must be a date and time, "
                                                                            "e.g. 2026-01-31T18:00."})
     q = forms.CharField(required=False, max_length=255, strip=True)
+    # Tag terms, key:value, separated by spaces ("quoted" for a value with spaces; workflows/tags.py).
+    tag = forms.CharField(required=False, max_length=MAX_TAG_TEXT, strip=True,
+                          error_messages={"max_length": f"at most {MAX_TAG_TEXT} characters of tags"})
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
     waiting = forms.ChoiceField(required=False, choices=[("", "waiting or not"), ("callback", "waiting for a callback"),
                                                          ("event", "waiting for an event"),
@@ -51,6 +59,15 @@ class ExecutionFilters(forms.Form):
         field = cast(forms.ChoiceField, self.fields["workflow"])
         field.choices = [("", "any workflow"), *[(key, key) for key in workflow_keys]]
         field.error_messages["invalid_choice"] = "there is no workflow '%(value)s' in this workspace."
+
+    def clean_tag(self) -> list[dict[str, str]]:
+        text = self.cleaned_data.get("tag") or ""
+        try:
+            return tag_rules.search(shlex.split(text))
+        except ValueError as error:  # an unclosed quote
+            raise forms.ValidationError(f"tags: {error} (quote a value with spaces: region:\"eu west\")") from error
+        except Invalid as error:
+            raise forms.ValidationError(error.message) from error
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -67,6 +84,7 @@ class ExecutionFilters(forms.Form):
             status=data.get("status") or "", workflow=data.get("workflow") or "",
             top_level_only=(data.get("scope") or "top") == "top", since=data.get("since"), until=data.get("until"),
             search=data.get("q") or "", page=data.get("page") or 1, waiting=data.get("waiting") or "",
+            tags=data.get("tag") or [],
         )
 
     def search_id(self) -> uuid.UUID | None:
@@ -83,10 +101,25 @@ class ChildrenFilters(forms.Form):
     sort = forms.ChoiceField(required=False, choices=[(s, s) for s in children.SORTS],
                              error_messages=_choice_error("a sort order", list(children.SORTS)))
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
+    key = forms.CharField(required=False, max_length=MAX_KEYS_TEXT, strip=True,
+                          error_messages={"max_length": f"at most {MAX_KEYS_TEXT} characters of item keys"})
+    error = forms.CharField(required=False, max_length=500, strip=True,
+                            error_messages={"max_length": "at most 500 characters of error text"})
 
     def values(self) -> tuple[str, str, int]:
         data = self.cleaned_data
         return data.get("status") or "", data.get("sort") or "index", data.get("page") or 1
+
+    def clean_key(self) -> str:
+        text = self.cleaned_data.get("key") or ""
+        keys = text.replace(",", " ").split()
+        if len(keys) > 100 or any(len(k) > 256 for k in keys):
+            raise forms.ValidationError("at most 100 item keys, each at most 256 characters")
+        return text
+
+    def search_terms(self) -> tuple[str, str]:
+        """(item keys, error text) of the table's search box."""
+        return self.cleaned_data.get("key") or "", self.cleaned_data.get("error") or ""
 
 
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -266,6 +299,16 @@ def _refuse_constant(name: str) -> Any:
 
 class StartForm(JsonInputForm):
     idempotency_key = forms.CharField(required=False, strip=True, max_length=255)
+    # key=value pairs separated by spaces ("quoted" for a value with spaces): workflows/tags.py.
+    tags = forms.CharField(required=False, strip=True, max_length=MAX_TAG_TEXT)
+
+    def clean_tags(self) -> dict[str, str]:
+        try:
+            return tag_rules.from_pairs(shlex.split(self.cleaned_data.get("tags") or ""), field="tags")
+        except ValueError as error:  # an unclosed quote
+            raise forms.ValidationError(f"{error} (quote a value with spaces: region=\"eu west\")") from error
+        except Invalid as error:
+            raise forms.ValidationError(error.message) from error
 
 
 class RetryInputForm(JsonInputForm):

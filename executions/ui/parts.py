@@ -21,7 +21,7 @@ from executions.models import Event, Execution, Step, StepStatus
 from executions.selectors.destinations import Slots
 from executions.selectors.fanouts import FanOutView, Tail
 from executions.services import lifecycle as services
-from executions.ui import access, present, view_state
+from executions.ui import access, children_table, present, view_state
 from executions.ui.access import UiRequest
 from executions.ui.responses import Fragment, Poll, fingerprint, render_fragment
 from workflows import sudo
@@ -46,6 +46,7 @@ def _has_active_children(views: list[FanOutView]) -> bool:
 
 def header(request: UiRequest, execution: Execution) -> Fragment:
     output = selectors.payloads.preview(execution.pk, execution.output_vertex)
+    input_edits = selectors.steps.input_edits(execution)
     context = {
         "e": execution,
         "duration": present.elapsed_rounds(execution.started_at, execution.attempt_started_at,
@@ -59,7 +60,11 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "version_admin": reverse("admin:workflows_workflowversion_change", args=[execution.version_id]),
         "can_operate": access.can_operate(request, execution),
         "reserved": sudo.is_reserved(execution.workflow.key),
-        "input_edits": selectors.steps.input_edits(execution),
+        "input_edits": input_edits,
+        # Issue 33 §3: what the last edit changed; the failed siblings of a child.
+        "input_diff": selectors.identity.input_diff(execution.pk) if input_edits else None,
+        "failed_siblings": selectors.identity.failed_siblings(execution),
+        "tags": sorted((execution.tags or {}).items()),
     }
     # A finished parent stays live while retried children run: its merge output follows them.
     live = not execution.is_terminal or selectors.executions.has_active_children(execution)
@@ -280,76 +285,9 @@ def outcome(view: FanOutView) -> str:
     return "Not decided yet: within the tolerance so far."
 
 
-# --- children table -----------------------------------------------------------------------------
+# --- children table: executions/ui/children_table.py -------------------------------------------
 
-@dataclass
-class ChildRow:
-    """A children-table row as display strings (50 rows render on every poll: the template
-    only prints)."""
-
-    index: int | None
-    status: str
-    css: str
-    attempt: int
-    duration: str
-    error: str
-    url: str
-    retry_url: str
-
-
-def _id_urls(name: str) -> Any:
-    """``reverse`` once, then per id by substitution (one reverse per row is measurable)."""
-    marker = "00000000-0000-0000-0000-000000000000"
-    pattern = reverse(name, args=[marker])
-    return lambda pk: pattern.replace(marker, str(pk))
-
-
-def _child_rows(rows: list[Any], can_operate: bool) -> list[ChildRow]:
-    detail, retry = _id_urls("ui:execution-detail"), _id_urls("ui:execution-retry")
-    return [ChildRow(index=c.item_index, status=c.status, css=c.status.lower(), attempt=c.attempt,
-                     duration=present.elapsed_rounds(c.started_at, c.attempt_started_at, c.finished_at, c.attempt),
-                     error=present.snippet(c.error_snippet), url=detail(c.pk),
-                     retry_url=retry(c.pk) if can_operate and c.status == "FAILED" else "")
-            for c in rows]
-
-
-def children(request: UiRequest, execution: Execution, view: FanOutView, *, status: str = "", sort: str = "index",
-             page: int = 1) -> Fragment:
-    matching = view.counts().get(status, 0) if status else view.created
-    listed = min(matching, selectors.children.DURATION_SORT_LIMIT) if sort == "duration" else matching
-    pages = max(1, -(-listed // selectors.executions.PAGE_SIZE))
-    page = min(page, pages)
-    rows = selectors.children.of_spawner(execution, view.spawner_vertex, status=status, sort=sort, page=page,
-                                         matching=matching)
-    spawner = view.spawner_vertex
-
-    def link(**changes: Any) -> str:
-        params = {"status": status, "sort": sort, "page": page, **changes}
-        return _url("execution-children", execution.pk, spawner, **params)
-
-    def view_url(**changes: Any) -> str:
-        """The execution page showing the table so (pushed to the address bar: reload and share keep it)."""
-        params = {"status": status, "sort": sort, "page": page, **changes}
-        shown = {k: v for k, v in params.items() if v != view_state.CHILDREN_DEFAULTS[k]}
-        return _url("execution-detail", execution.pk, **({"fanout": spawner, **shown} if shown else {}))
-
-    context = {
-        "e": execution,
-        "f": view,
-        "rows": _child_rows(rows, access.can_operate(request, execution)),
-        "status": status, "sort": sort, "page": page, "pages": pages, "matching": present.count(matching),
-        "capped": sort == "duration" and matching > listed, "listed": present.count(listed),
-        "status_links": [(s or "all", s, link(status=s, page=1), view_url(status=s, page=1))
-                         for s in ("", *CHILD_STATUSES)],
-        "sort_links": [(s, link(sort=s, page=1), view_url(sort=s, page=1)) for s in selectors.children.SORTS],
-        "pager": {name: (link(page=n), view_url(page=n)) for name, n in
-                  (("first", 1), ("previous", page - 1), ("next", page + 1), ("last", pages))},
-        "can_operate": access.can_operate(request, execution),
-        "never_started": present.count(view.never_started),
-    }
-    live = not execution.is_terminal or _has_active_children([view])
-    poll = Poll(f"children-{spawner}", link(), live)
-    return render_fragment(request, "ui/execution/_children.html", context, poll)
+children = children_table.children
 
 
 # --- long tail ----------------------------------------------------------------------------------

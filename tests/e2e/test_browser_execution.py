@@ -80,7 +80,7 @@ def test_operator_repairs_a_failed_ledger_migration(page, ui, operator, qcluster
     expect(page.locator(f"#child-fanout-{index}")).to_have_attribute("data-status", "SUCCEEDED", timeout=60_000)
     expect(count(page, "FAILED")).to_have_text(str(REFUSED - 1), timeout=30_000)
     expect(count(page, "SUCCEEDED")).to_have_text(str(ACCEPTED + 1))
-    expect(page.locator(f"#child-fanout-{index} td").nth(2)).to_have_text("2")  # the operator's retry
+    expect(page.locator(f"#child-fanout-{index} td").nth(3)).to_have_text("2")  # the operator's retry (attempt)
     ui.screenshot("execution-2-one-child-retried")
     wait_for(lambda: settled(execution), timeout=60, what="the redriven merge to decide again")
     expect(page.locator("#execution-status")).to_have_text("FAILED", timeout=30_000)

@@ -21,3 +21,8 @@ def test_the_ui_benchmark_reports_each_view(workspace):
         # reads the waits of its WAITING steps in one more query (issue 32).
         assert figures["queries"] <= 17, name
     assert result["results"]["page"]["bytes"] > 10_000
+    # Issue 31 §4: the lookups by item key and by tag, with their targets (at 1,000,000 children).
+    assert set(result["lookups"]) == {"item key", "item keys (item_key__in)", "tag", "tag, rare"}
+    assert all(figures["status"] == 200 for figures in result["lookups"].values()), result["lookups"]
+    assert result["lookup_targets_ms"] == {"item key": 50.0, "tag": 200.0}
+    assert set(result["lookup_worst_ms"]) == {"item key", "tag"} and isinstance(result["lookups_ok"], bool)

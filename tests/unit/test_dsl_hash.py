@@ -102,6 +102,7 @@ def work_vertex(draw: Any, kind: str, upstream: list[str]) -> dict[str, Any]:
             vertex["version"] = draw(st.binary(min_size=32, max_size=32)).hex()
         optional(draw, vertex, "itemInput", ITEM_TEMPLATES, reads)
         optional(draw, vertex, "maxConcurrency", st.integers(1, 1000))
+        optional(draw, vertex, "itemKey", st.sampled_from(["$.item", "$.item.id", "$.item.ids[0]"]))
     elif kind == "CHAIN":
         vertex["workflow"] = draw(st.sampled_from(["self", "next-job", "poller.v2"]))
         optional(draw, vertex, "input", TEMPLATES, reads)
@@ -192,7 +193,7 @@ MERGE_CONFIG = {"tolerateChildFailures": [], "failureTolerance": {"maxFailureRat
 DEFAULTS: dict[str, dict[str, Any]] = {
     "TASK": {**WORK, "input": "$.input", "destination": None},
     "HTTP": {**WORK, "method": "POST", "path": "/", "headers": {}, "body": None, "waitForCallback": None},
-    "SPAWNER": {**WORK, "itemInput": "$.item", "itemsPerChild": 1, "maxConcurrency": None},
+    "SPAWNER": {**WORK, "itemInput": "$.item", "itemsPerChild": 1, "maxConcurrency": None, "itemKey": None},
     "MERGE": {"next": None, "config": MERGE_CONFIG},
     "TIMER": {"next": None},
     # WAIT's defaults depend on what it waits for (explicit_defaults); timeoutSeconds is required.

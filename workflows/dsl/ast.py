@@ -148,6 +148,7 @@ class Spawner(WorkVertex):
     item_input: Any = "$.item"
     items_per_child: int = 1
     max_concurrency: int | None = None
+    item_key: str | None = None  # a path into the item ($.item.id): each child's business key
     type: ClassVar[str] = "SPAWNER"
 
     def _fields(self) -> dict[str, Any]:
@@ -163,6 +164,8 @@ class Spawner(WorkVertex):
             canonical["itemsPerChild"] = self.items_per_child
         if self.max_concurrency is not None:
             canonical["maxConcurrency"] = self.max_concurrency
+        if self.item_key is not None:
+            canonical["itemKey"] = self.item_key
         return canonical
 
 

@@ -37,7 +37,7 @@ WORK = COMMON | {"retry", "timeoutSeconds"}
 ALLOWED_FIELDS = {
     "TASK": WORK | {"handler", "input", "destination"},
     "HTTP": WORK | {"destination", "method", "path", "body", "headers", "waitForCallback"},
-    "SPAWNER": WORK | {"items", "workflow", "version", "itemInput", "itemsPerChild", "maxConcurrency"},
+    "SPAWNER": WORK | {"items", "workflow", "version", "itemInput", "itemsPerChild", "maxConcurrency", "itemKey"},
     "MERGE": COMMON | {"spawner", "config"},
     "TIMER": COMMON | {"seconds", "until"},
     "WAIT": COMMON | {"retry", "timeoutSeconds", "for", "heartbeatSeconds", "event", "match", "lookbackSeconds"},
@@ -333,7 +333,32 @@ def _spawner(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.
         item_input=item_input,
         items_per_child=per_child,
         max_concurrency=concurrency,
+        item_key=_item_key(reader, raw, where, per_child),
     )
+
+
+def _item_key(reader: _Reader, raw: dict[str, Any], where: str, per_child: int) -> str | None:
+    """``itemKey``: a path into the item (``$.item`` or below), each child's business key."""
+    text = raw.get("itemKey")
+    if text is None:
+        return None
+    where = f"{where}.itemKey"
+    if not is_path_string(text):
+        reader.report(where, "must be a path into the item, such as '$.item.id'")
+        return None
+    try:
+        parsed = check_path(text, allow_item=True)
+    except PathSyntaxError as error:
+        reader.report(where, f"invalid path {text!r}: {error}")
+        return None
+    if parsed.root != "item":
+        reader.report(where, f"{text}: an item key is read from the item; use a path starting with $.item")
+        return None
+    if per_child > 1:
+        reader.report(where, f"with itemsPerChild {per_child} a child has several items and no one key; "
+                             "drop itemKey or itemsPerChild")
+        return None
+    return text
 
 
 def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Vertex:

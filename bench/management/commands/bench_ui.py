@@ -51,4 +51,10 @@ class Command(BaseCommand):
             mark = "ok" if r["median_ms"] < target else "SLOW"
             lines.append(f"  {name:34s} {r['median_ms']:8.1f} ms median {r['max_ms']:8.1f} ms max "
                          f"{r['queries']:3d} queries  {mark} (< {target:g} ms)")
+        lines.append("Lookups (issue 31 §4; targets at 1,000,000 children):")
+        for name, r in result["lookups"].items():
+            target = ui.LOOKUP_TARGETS_MS["item key" if name.startswith("item key") else "tag"]
+            mark = "ok" if r["median_ms"] < target else "SLOW"
+            lines.append(f"  {name:34s} {r['median_ms']:8.1f} ms median {r['max_ms']:8.1f} ms max "
+                         f"{r['queries']:3d} queries  {mark} (< {target:g} ms)")
         return "\n".join(lines)

@@ -141,15 +141,20 @@ def body(serializer_class: type[serializers.Serializer], request: Request) -> di
     return dict(serializer.validated_data)
 
 
-def query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+def query(serializer_class: type[serializers.Serializer], request: Request,
+          repeatable: tuple[str, ...] = ()) -> dict[str, Any]:
     """The query parameters, checked. Each may be given once: ``?status=A&status=B`` is
-    refused, not read as its last value (which would export or list something else)."""
-    repeated = sorted(name for name, values in request.query_params.lists() if len(values) > 1)
+    refused, not read as its last value (which would export or list something else) —
+    except those named ``repeatable`` (a list field: ``?tag=a:1&tag=b:2``)."""
+    repeated = sorted(name for name, values in request.query_params.lists()
+                      if len(values) > 1 and name not in repeatable)
     if repeated:
         raise BadRequest(f"query parameter '{repeated[0]}' is given more than once; give it once",
                          errors=[{"field": name, "message": "given more than once"} for name in repeated])
     # A plain dict: DRF reads an absent boolean in a QueryDict as false, not as absent.
-    serializer = serializer_class(data=request.query_params.dict())
+    data: dict[str, Any] = request.query_params.dict()
+    data.update({name: request.query_params.getlist(name) for name in repeatable if name in request.query_params})
+    serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
 

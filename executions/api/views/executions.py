@@ -21,6 +21,7 @@ from executions.api import serializers as s
 from executions.api.schema import page_of, problems
 from executions.api.views.base import ApiView, acting, body, header, query, writes
 from executions.services import lifecycle as services
+from workflows import tags as tag_rules
 from workflows.models import Role
 
 TAG = ["executions"]
@@ -33,14 +34,15 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 class ExecutionList(ApiView):
     @extend_schema(operation_id="list_executions", tags=TAG, parameters=[s.ExecutionListQuery],
-                   description="Newest first.", responses={200: page_of(s.ExecutionSerializer, "Execution")})
+                   description="Newest first. `?tag=key:value` (repeated): only executions with all of these tags.",
+                   responses={200: page_of(s.ExecutionSerializer, "Execution")})
     def get(self, request: Request) -> Response:
-        params = query(s.ExecutionListQuery, request)
+        params = query(s.ExecutionListQuery, request, repeatable=("tag",))
         after = pagination.EXECUTION.after(params.get("cursor"))
         rows = selectors.executions.page(
             self.principal.workspace, status=params.get("status"), workflow=params.get("workflow"),
             parent=params.get("parent"), top_level=params.get("top_level"), after=after, limit=params["limit"],
-            waiting=params.get("waiting"))
+            waiting=params.get("waiting"), tags=tag_rules.search(params.get("tag") or []))
         return pagination.page(request, rows, params["limit"], pagination.EXECUTION, selectors.executions.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
 
@@ -67,7 +69,7 @@ class StartExecution(ApiView):
             started = services.start_execution(principal.workspace, workflow=data.get("workflow"),
                                                version=data.get("version"), input=data["input"],
                                                idempotency_key=key, created_by=principal.label,
-                                               system_actor=principal.system_actor)
+                                               system_actor=principal.system_actor, tags=data.get("tags"))
         execution = selectors.executions.get(principal.workspace, started.execution.pk, with_counts=True)
         location = request.build_absolute_uri(reverse("api:execution", kwargs={"id": execution.pk}))
         return Response(s.ExecutionSerializer(execution).data, status=201 if started.created else 200,
@@ -141,16 +143,31 @@ class MergeOutput(ApiView):
 
 class ExecutionChildren(ApiView):
     @extend_schema(operation_id="list_children", tags=TAG, parameters=[s.ChildrenQuery],
-                   description="A fan-out's children in item order.",
+                   description="A fan-out's children in item order; every filter given must match (`item_key`, "
+                               "`item_key__in`, `error_contains`, `status`, `spawner`).",
                    responses={200: page_of(s.ExecutionSerializer, "Child")})
     def get(self, request: Request, id: uuid.UUID) -> Response:
         params = query(s.ChildrenQuery, request)
         after = pagination.CHILD.after(params.get("cursor"))
         parent = selectors.executions.get(self.principal.workspace, id)
-        rows = selectors.children.page(parent, status=params.get("status"), spawner=params.get("spawner"),
-                                       after=after, limit=params["limit"])
+        found = selectors.children.Filter(status=params.get("status") or "", spawner=params.get("spawner") or "",
+                                          item_keys=_item_keys(params),
+                                          error_contains=params.get("error_contains") or "")
+        rows = selectors.children.page(parent, found, after=after, limit=params["limit"])
         return pagination.page(request, rows, params["limit"], pagination.CHILD, selectors.children.page_key,
                                lambda rows: s.ExecutionSerializer(rows, many=True).data)
+
+
+def _item_keys(params: dict[str, Any]) -> tuple[str, ...] | None:
+    """``item_key`` and ``item_key__in`` as one set of keys (both given: children with the one key,
+    if it is among the others); None: no key filter."""
+    if "item_key" in params and "item_key__in" in params:
+        return tuple(k for k in params["item_key__in"] if k == params["item_key"])
+    if "item_key" in params:
+        return (params["item_key"],)
+    if "item_key__in" in params:
+        return tuple(dict.fromkeys(params["item_key__in"]))
+    return None
 
 
 WRITERS: dict[str, Callable[[Iterable[selectors.children.ExportedChild]], Iterator[bytes]]] = {

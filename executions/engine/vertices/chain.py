@@ -33,7 +33,7 @@ def run(step: StepRun) -> Outcome:
                 definition_id=step.version.definition_id if vertex.workflow == "self" else None,
                 workflow=None if vertex.workflow == "self" else vertex.workflow,
                 input=data, execution_id=new_id, chained_from=step.execution.id,
-                created_by=f"chain:{step.execution.id}",
+                created_by=f"chain:{step.execution.id}", tags=step.execution.tags,
             )
         except ServiceError as error:
             raise NonRetryable(f"CHAIN could not start '{vertex.workflow}': {error.message}") from error

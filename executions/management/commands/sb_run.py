@@ -2,6 +2,7 @@
 
     manage.py sb_run ledger-migration --input '{"entries": [...]}' --wait
     manage.py sb_run ledger-migration --items-file entries.jsonl --items-at entries --wait
+    manage.py sb_run ledger-migration --input '{}' --tag customer=acme --tag region=eu
 
 With ``--items-file`` the file (JSON Lines, or CSV for a ``.csv`` name) is streamed into an
 upload (executions/services/uploads.py) and the start names it at ``--items-at``, exactly as an API
@@ -22,6 +23,7 @@ from executions import selectors
 from executions.models import Execution
 from executions.services import lifecycle as services
 from executions.services import uploads
+from workflows import tags as tag_rules
 from workflows.errors import ServiceError
 from workflows.models import Workspace
 
@@ -38,6 +40,8 @@ class Command(BaseCommand):
         parser.add_argument("--hash", dest="version_hash", help="run this version hash instead of the current one")
         parser.add_argument("--workspace", default="default")
         parser.add_argument("--idempotency-key", help="return the existing execution for a repeated key")
+        parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                            help="a tag (repeat it, up to 20), inherited by every descendant")
         parser.add_argument("--wait", action="store_true", help="follow the execution until it finishes")
         parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (with --wait)")
 
@@ -49,13 +53,14 @@ class Command(BaseCommand):
         if bool(options["items_file"]) != bool(options["items_at"]):
             raise CommandError("--items-file and --items-at go together")
         try:
+            tags = tag_rules.from_pairs(options["tag"], field="--tag")
             workspace = Workspace.objects.get(slug=options["workspace"])
             with transaction.atomic():
                 if options["items_file"]:
                     data = self._upload(workspace, data, options)
                 started = services.start_execution(
                     workspace, workflow=options["workflow"], version=options["version_hash"], input=data,
-                    idempotency_key=options["idempotency_key"], created_by="cli:sb_run",
+                    idempotency_key=options["idempotency_key"], created_by="cli:sb_run", tags=tags,
                 )
         except Workspace.DoesNotExist as error:
             raise CommandError(f"no workspace '{options['workspace']}'") from error
