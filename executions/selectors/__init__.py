@@ -15,13 +15,15 @@ same few queries as a small one):
 * ``payloads``     stored inputs and outputs, bounded previews;
 * ``destinations`` destinations, their live counts and free slots;
 * ``schedules``    cron schedules by name;
-* ``waits``        what a step waits for (a callback, an event), a waiting step's token.
+* ``waits``        what a step waits for (a callback, an event), a waiting step's token;
+* ``pauses``       what holds an execution or a workspace paused, its steps in flight; fan-out edits.
 
 Workflow definitions and versions are read in ``workflows/selectors.py``, with the app that
 owns those tables. Raw SQL here is a named module-level constant with a one-line description;
 callers pass values, never SQL.
 """
 
-from executions.selectors import children, destinations, executions, fanouts, payloads, schedules, steps, waits
+from executions.selectors import children, destinations, executions, fanouts, pauses, payloads, schedules, steps, waits
 
-__all__ = ["children", "destinations", "executions", "fanouts", "payloads", "schedules", "steps", "waits"]
+__all__ = ["children", "destinations", "executions", "fanouts", "pauses", "payloads", "schedules", "steps",
+           "waits"]

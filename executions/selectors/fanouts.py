@@ -51,6 +51,9 @@ class FanOutView:
     # and so is not running now (the Rate Limits page counts the same way).
     waiting_slot: int = 0
     waiting_retry: int = 0
+    # In force now: the version's, or an operator's live edit (issue 31: edits lists them).
+    max_concurrency: int | None = None
+    max_failures: int | None = None
 
     @property
     def running_now(self) -> int:
@@ -77,7 +80,7 @@ class FanOutView:
 FANOUTS = f"""
     SELECT f.step_id, f.spawner_vertex, f.merge_vertex, f.total, f.created, f.spawn_complete,
            f.succeeded, f.failed, f.cancelled, f.tolerates_failed, f.tolerates_cancelled,
-           f.max_failure_ratio, f.allowed_failures, f.fail_fast,
+           f.max_failure_ratio, f.allowed_failures, f.fail_fast, f.max_concurrency, f.max_failures,
            {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished
     FROM executions_fanout f
     WHERE f.execution_id = %(execution)s AND (%(spawner)s::varchar IS NULL OR f.spawner_vertex = %(spawner)s)
@@ -146,6 +149,7 @@ def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tupl
                    if on],
         decided=row["decided"], exceeded=row["exceeded"], finished=row["finished"],
         waiting_slot=waiting[0], waiting_retry=waiting[1],
+        max_concurrency=row["max_concurrency"], max_failures=row["max_failures"],
     )
 
 

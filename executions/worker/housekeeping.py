@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from django.db import DatabaseError, connection, transaction
 
-from executions.core import leases
+from executions.core import leases, pauses
 from executions.engine import runner as engine
 from executions.platform import notify
 from executions.worker.futures import StepFuture
@@ -34,17 +34,23 @@ IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluste
 # The idle drain's and the tick's questions. Each branch matches the predicate of one partial
 # index (models.Step: step_claim_free, step_claim_destination, step_running_lease), so they
 # read only READY/RUNNING rows however many steps have finished (issue 14 §7).
-NEXT_DUE = """
+# Paused work (issue 31) counts for neither: a paused tree's, workspace's or destination's due
+# steps must not keep a drain claiming in vain; the resume wakes one (pauses.py).
+NEXT_DUE = f"""
     SELECT extract(epoch FROM least(
-        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL),
-        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL),
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL
+            AND {pauses.CLAIMABLE_STEP}),
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL
+            AND {pauses.CLAIMABLE_STEP} AND {pauses.DESTINATION_NOT_PAUSED}),
         (SELECT min(lease_expires_at) FROM executions_step WHERE status = 'RUNNING')) - now())
-"""
-WORK_PENDING = """
-    SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NULL)
-        OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL)
+"""  # noqa: S608 - constant SQL
+WORK_PENDING = f"""
+    SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NULL
+                   AND {pauses.CLAIMABLE_STEP})
+        OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL
+                   AND {pauses.CLAIMABLE_STEP} AND {pauses.DESTINATION_NOT_PAUSED})
         OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'RUNNING')
-"""
+"""  # noqa: S608 - constant SQL
 
 
 class Housekeeping:
