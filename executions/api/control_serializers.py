@@ -38,10 +38,26 @@ class WorkspacePauseSerializer(serializers.Serializer):
     changed = serializers.BooleanField()
 
 
+class _JsonInteger(serializers.IntegerField):
+    """A JSON integer (3, or 3.0), never a string or a boolean: the schema says integer."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class _JsonNumber(serializers.FloatField):
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return float(super().to_internal_value(data))
+
+
 class FailureTolerance(StrictSerializer):
-    maxFailureRatio = serializers.FloatField(
+    maxFailureRatio = _JsonNumber(
         required=False, min_value=0.0, max_value=1.0, help_text="Tolerated failures as a share of the children.")
-    maxFailures = serializers.IntegerField(
+    maxFailures = _JsonInteger(
         required=False, allow_null=True, min_value=0, max_value=2**31 - 1,
         help_text="Tolerated failures as a count (null: none); with a ratio both hold.")
 
@@ -53,7 +69,7 @@ class FailureTolerance(StrictSerializer):
 
 class EditFanOut(StrictSerializer):
     schema_extra = {"minProperties": 1}
-    maxConcurrency = serializers.IntegerField(
+    maxConcurrency = _JsonInteger(
         required=False, allow_null=True, min_value=1, max_value=2**31 - 1,
         help_text="Children running at once (null: no limit). Takes effect at the next claim.")
     failureTolerance = FailureTolerance(
