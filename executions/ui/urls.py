@@ -3,7 +3,15 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from executions.ui import actions, execution_views, rate_limits, schedule_views, workflow_views, workspace_views
+from executions.ui import (
+    actions,
+    control_actions,
+    execution_views,
+    rate_limits,
+    schedule_views,
+    workflow_views,
+    workspace_views,
+)
 
 app_name = "ui"
 
@@ -25,6 +33,9 @@ urlpatterns = [
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
+    path(f"{execution}/pause", control_actions.pause_execution, name="execution-pause"),
+    path(f"{execution}/resume", control_actions.resume_execution, name="execution-resume"),
+    path(f"{execution}/fanouts/<str:spawner>/edit", control_actions.edit_fanout, name="fanout-edit"),
     path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
     path(f"{execution}/steps/<str:vertex>/complete", actions.complete_step, name="step-complete"),
@@ -44,4 +55,5 @@ urlpatterns = [
     path("rate-limits/<int:destination_id>", rate_limits.row, name="destination-row"),
     path("rate-limits/<int:destination_id>/edit", rate_limits.edit_row, name="destination-edit"),
     path("rate-limits/<int:destination_id>/limit", rate_limits.update_limit, name="destination-limit"),
+    path("rate-limits/<int:destination_id>/pause", rate_limits.pause_destination, name="destination-pause"),
 ]
