@@ -55,6 +55,7 @@ class _JsonNumber(serializers.FloatField):
 
 
 class FailureTolerance(StrictSerializer):
+    schema_extra = {"minProperties": 1}
     maxFailureRatio = _JsonNumber(
         required=False, min_value=0.0, max_value=1.0, help_text="Tolerated failures as a share of the children.")
     maxFailures = _JsonInteger(
