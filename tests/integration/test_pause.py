@@ -202,3 +202,21 @@ def test_nothing_paused_costs_the_claim_no_walk(workspace: Any) -> None:
                        {"limit": 10})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "InitPlan" in plan and "(never executed)" in plan, plan
+
+
+def test_a_purged_tree_takes_its_pause_and_its_fan_out_edits_with_it(workspace: Any, settings: Any) -> None:
+    from executions.core import retention
+    from executions.models import FanOutEdit, Pause
+
+    settings.SB = {**settings.SB, "PAYLOAD_RETENTION_SECONDS": 1.0, "RETENTION_SECONDS": 1.0}
+    top = _tree(workspace)
+    client = api(workspace, "operator")
+    ok(client.patch(f"/api/v1/executions/{top.pk}/fanouts/fan", {"maxConcurrency": 5}, format="json"))
+    ok(client.post(f"/api/v1/executions/{top.pk}/pause"))
+    ok(client.post(f"/api/v1/executions/{top.pk}/cancel"))
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE executions_execution SET finished_at = now() - interval '1 hour' WHERE root_id = %s",
+                       [top.pk])
+    retention.run_pass()
+    assert not Execution.objects.filter(root_id=top.pk).exists()
+    assert not Pause.objects.exists() and not FanOutEdit.objects.exists()

@@ -37,8 +37,10 @@ OWNERS: dict[str, set[str]] = {
     "executions_fanoutitem": {"executions/fanout/spawn.py",  # a spawner's items: exploded at plan, dropped per batch
                               "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_quotausage": {"executions/core/quotas.py"},
-    "executions_pause": {"executions/core/pauses.py"},  # pauses of trees and workspaces (issue 31)
-    "executions_fanoutedit": {"executions/fanout/edits.py"},  # the history of live edits (issue 31)
+    "executions_pause": {"executions/core/pauses.py",  # pauses of trees and workspaces (issue 31)
+                         "executions/core/retention.py"},  # purge of whole finished trees (S19)
+    "executions_fanoutedit": {"executions/fanout/edits.py",  # the history of live edits (issue 31)
+                              "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_drainkick": {"executions/kick.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
     "executions_destination": {"executions/core/leases.py",  # the rate-limit token bucket, spent by claims
