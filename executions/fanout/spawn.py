@@ -184,8 +184,7 @@ def spawn(step: StepRun) -> Outcome:
             stopping = fan["fail_fast"] and fan["exceeded"]
             paused = not stopping and pauses.tree_paused(tx.cursor, step.execution.id)
             if not (stopping or paused):
-                inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi,
-                                         limited=prelock is not None)
+                inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
                 tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
                                                "hi": hi * vertex.items_per_child})
                 tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
@@ -380,7 +379,7 @@ def _fetch_all(cursor: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any,
 
 
 def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versions.LoadedVersion,
-                  start: ast.Vertex, lo: int, hi: int, *, limited: bool) -> int:
+                  start: ast.Vertex, lo: int, hi: int) -> int:
     """Create the children [lo, hi) that have none yet: the executions on their per-child key
     (S2), then the inputs and first steps of the ones just created (held beyond the fan-out's
     free slots: maxConcurrency). A child whose input cannot be rendered becomes a FAILED child
@@ -401,7 +400,7 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     good = [(child, cast(int, index)) for child, index in sorted(created, key=lambda c: c[1] or 0)
             if index in inputs]
     payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in good])
-    held = _hold(cursor, step, [index for _, index in good], hi) if limited else set()
+    held = _hold(cursor, step, [index for _, index in good], hi)
     records.insert_steps(cursor, [
         records.NewStep(child, parent.workspace_id, start.id, retry.max_attempts(start),
                         destination=getattr(start, "destination_name", None), held=index in held)
@@ -420,8 +419,13 @@ def _hold(cursor: Any, step: StepRun, indexes: list[int], hi: int) -> set[int]:
     child releases at once), so the release cursor may move past this batch. The fan-out row
     is locked by this transaction (the spawner's prelock), so its slots are current."""
     fan = cast(dict[str, Any], fanout_row(cursor, step.step_id))
-    if fan["max_concurrency"] is None:  # an edit lifted the limit since the batch began
+    if fan["max_concurrency"] is None:  # none, or an operator's edit lifted it (issue 31)
         return set()
+    # Locked already by the batch's prelock — unless an edit set a limit on a fan-out that had
+    # none since the batch began (issue 31): then it is locked here, a rare exception to the
+    # lock order (docs/architecture.md) that PostgreSQL's deadlock detection would settle.
+    cursor.execute(LOCK_OWN_FANOUT, {"step": step.step_id})
+    fan = cast(dict[str, Any], fanout_row(cursor, step.step_id))
     free = int(fan["free_slots"])
     runnable, held = indexes[:max(free, 0)], set(indexes[max(free, 0):])
     release_cursor = fan["release_cursor"]
