@@ -54,6 +54,7 @@ class FanOutView:
     # In force now: the version's, or an operator's live edit (issue 31: edits lists them).
     max_concurrency: int | None = None
     max_failures: int | None = None
+    edited: bool = False  # an operator edited it: selectors.pauses.fanout_edits lists the edits
 
     @property
     def running_now(self) -> int:
@@ -81,6 +82,7 @@ FANOUTS = f"""
     SELECT f.step_id, f.spawner_vertex, f.merge_vertex, f.total, f.created, f.spawn_complete,
            f.succeeded, f.failed, f.cancelled, f.tolerates_failed, f.tolerates_cancelled,
            f.max_failure_ratio, f.allowed_failures, f.fail_fast, f.max_concurrency, f.max_failures,
+           EXISTS (SELECT 1 FROM executions_fanoutedit x WHERE x.fanout_id = f.step_id) AS edited,
            {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished
     FROM executions_fanout f
     WHERE f.execution_id = %(execution)s AND (%(spawner)s::varchar IS NULL OR f.spawner_vertex = %(spawner)s)
@@ -149,7 +151,7 @@ def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tupl
                    if on],
         decided=row["decided"], exceeded=row["exceeded"], finished=row["finished"],
         waiting_slot=waiting[0], waiting_retry=waiting[1],
-        max_concurrency=row["max_concurrency"], max_failures=row["max_failures"],
+        max_concurrency=row["max_concurrency"], max_failures=row["max_failures"], edited=row["edited"],
     )
 
 

@@ -55,16 +55,31 @@ class PauseState:
         return self.paused and self.in_flight == 0
 
 
-def of_execution(execution: Execution) -> PauseState:
+# One round trip for the execution view's header: the pause that holds it (none: no row, and
+# nothing else is read) and, only then, its steps in flight. An empty pause table answers at once.
+STATE = f"""
+    SELECT h.*, ({IN_FLIGHT}) AS in_flight
+    FROM ({pauses.HOLDING}) h
+    WHERE EXISTS (SELECT 1 FROM executions_pause)
+"""  # noqa: S608 - constant SQL
+
+
+def of_execution(execution: Execution, *, count: bool = True) -> PauseState:
+    """Held by a pause or not, and its steps in flight; with ``count=False`` (the UI's header,
+    which shows them only while paused) they are counted only while it is paused (else 0)."""
+    params = {"root": execution.root_id or execution.pk, "execution": execution.pk}
     with connection.cursor() as cursor:
-        held = pauses.holding(cursor, execution.pk)
-        cursor.execute(IN_FLIGHT, {"root": execution.root_id or execution.pk, "execution": execution.pk})
-        in_flight = int(cursor.fetchone()[0])
-    if held is None:
-        return PauseState(False, None, "", None, None, in_flight)
-    scope = ("workspace" if held["workspace_id"] is not None
-             else "execution" if held["execution_id"] == execution.pk else "ancestor")
-    return PauseState(True, held["paused_at"], held["paused_by"], scope, held["execution_id"], in_flight)
+        cursor.execute(STATE, params)
+        row = cursor.fetchone()
+        if row is None and count:
+            cursor.execute(IN_FLIGHT, params)
+            return PauseState(False, None, "", None, None, int(cursor.fetchone()[0]))
+    if row is None:
+        return PauseState(False, None, "", None, None, 0)
+    paused_execution, workspace_id, paused_at, paused_by, in_flight = row
+    scope = ("workspace" if workspace_id is not None
+             else "execution" if paused_execution == execution.pk else "ancestor")
+    return PauseState(True, paused_at, paused_by, scope, paused_execution, int(in_flight))
 
 
 def of_workspace(workspace: Workspace) -> PauseState:

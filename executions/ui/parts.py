@@ -60,7 +60,7 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "can_operate": access.can_operate(request, execution),
         "reserved": sudo.is_reserved(execution.workflow.key),
         "input_edits": selectors.steps.input_edits(execution),
-        "pause": selectors.pauses.of_execution(execution),  # issue 31: the banner and Pause / Resume
+        "pause": selectors.pauses.of_execution(execution, count=False),  # issue 31: the banner and Pause / Resume
     }
     # A finished parent stays live while retried children run: its merge output follows them.
     live = not execution.is_terminal or selectors.executions.has_active_children(execution)
@@ -247,7 +247,8 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "children_url": _url("execution-children", execution.pk, view.spawner_vertex),
         "can_operate": access.can_operate(request, execution),
         "edits": [(e, edits.describe(e["changes"]))  # issue 31: "edited by … at …: maxConcurrency 50 → 10"
-                  for e in selectors.pauses.fanout_edits(execution).get(view.spawner_vertex, [])],
+                  for e in (selectors.pauses.fanout_edits(execution).get(view.spawner_vertex, [])
+                            if view.edited else [])],
     }
     live = not execution.is_terminal or _has_active_children([view])
     poll = Poll(f"fanout-{view.spawner_vertex}", _url("execution-fanout", execution.pk, view.spawner_vertex), live)
