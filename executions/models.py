@@ -202,6 +202,8 @@ class Destination(models.Model):
     timeout_seconds = models.FloatField(default=10.0)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: unlimited.")
     rate_per_second = models.FloatField(null=True, blank=True, help_text="Empty: no request-rate limit.")
+    # Paused (issue 31): no step calling it is claimed, its limit is kept (flow.EFFECTIVE reads 0).
+    paused = models.BooleanField(default=False, db_default=False)
     # A bigger response fails the call (executions/destinations/outbound.py); the default is outbound.DEFAULT_MAX_BYTES.
     max_response_bytes = models.PositiveIntegerField(default=10 * 1024 * 1024, db_default=10 * 1024 * 1024)
     # Sealed with SB_CREDENTIALS_KEY (executions/destinations/credentials.py); never shown, only their kind.
@@ -394,6 +396,8 @@ class FanOut(models.Model):
     tolerates_cancelled = models.BooleanField(default=False)
     max_failure_ratio = models.FloatField(default=1.0)
     allowed_failures = models.PositiveIntegerField(default=0)
+    # failureTolerance.maxFailures (NULL: none): allowed_failures is then at most this.
+    max_failures = models.PositiveIntegerField(null=True, blank=True)
     fail_fast = models.BooleanField(default=False)
     # A quorum merge's minSuccessful (minSuccessfulRatio × total, rounded up), NULL without one;
     # its fan-out then tolerates every failure up to total − minSuccessful, failFast (merge_rule.py).
@@ -576,5 +580,6 @@ class UploadItem(models.Model):
 
 
 from executions.bulk_models import BulkAction, BulkItem, BulkOperation, BulkOutcome, BulkState  # noqa: E402, F401 - the app's other models
+from executions.control_models import FanOutEdit, Pause  # noqa: E402, F401 - the app's other models
 from executions.flow_models import DestinationLimit, DestinationSample  # noqa: E402, F401 - the app's other models
 from executions.wait_models import ExternalEvent, Wait, WaitKind  # noqa: E402, F401 - the app's other models

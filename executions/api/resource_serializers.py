@@ -75,6 +75,7 @@ class CreateDestination(StrictSerializer):
     max_throttled_waits = _destination("max_throttled_waits", " Throttled answers per round of attempts that "
                                                               "cost no attempt.")
     breaker = _destination("breaker", " The circuit breaker; null: none (the default).")
+    paused = _destination("paused", " Default false.")
 
 
 class UpdateDestination(StrictSerializer):
@@ -94,6 +95,7 @@ class UpdateDestination(StrictSerializer):
     max_throttled_waits = _destination("max_throttled_waits", " Throttled answers per round of attempts that "
                                                               "cost no attempt.")
     breaker = _destination("breaker", " The circuit breaker; null: none.")
+    paused = _destination("paused", " A resume (false) goes on with the kept limit.")
 
 
 def _schedule(rule: str, extra: str = "", *, required: bool = False) -> _Passed:
@@ -150,6 +152,8 @@ class DestinationSerializer(serializers.Serializer):
     cooling_until = serializers.SerializerMethodField(help_text="Read-only. While in the future, the destination "
                                                                 "is cooling down: no call starts before it.")
     breaker = serializers.JSONField(allow_null=True)
+    paused = serializers.BooleanField(help_text="While true no step calling it is claimed; running calls finish "
+                                                "and concurrency_limit is kept (issue 31).")
     breaker_state = serializers.SerializerMethodField(help_text="Read-only: closed, open or half_open.")
     breaker_open_until = serializers.SerializerMethodField(help_text="Read-only. While open: when the probe "
                                                                      "call may go.")

@@ -323,6 +323,10 @@ class FanOutSerializer(serializers.Serializer):
     fail_fast = serializers.BooleanField()
     allowed_failures = serializers.IntegerField()
     max_failure_ratio = serializers.FloatField()
+    max_failures = serializers.IntegerField(allow_null=True, help_text="failureTolerance.maxFailures in force "
+                                                                       "(null: none).")
+    max_concurrency = serializers.IntegerField(allow_null=True, help_text="maxConcurrency in force (null: no "
+                                                                          "limit); an edit overrides the version's.")
     tolerated = serializers.ListField(child=serializers.CharField())
     min_successful = serializers.IntegerField(allow_null=True, help_text=(
         "A quorum merge's minSuccessful (minSuccessfulRatio × total rounded up); null without a quorum. It "
@@ -352,6 +356,20 @@ class ExecutionDetailSerializer(ExecutionSerializer):
         source="detail.payloads_purged_at", allow_null=True,
         help_text="When data retention deleted the payloads of its tree (S19): input and output are then null "
                   "and no retry is accepted.")
+    paused = serializers.BooleanField(source="detail.pause.paused",
+                                      help_text="Held by a pause (its own, an ancestor's or the workspace's): "
+                                                "nothing of it is claimed (issue 31).")
+    paused_at = serializers.DateTimeField(source="detail.pause.paused_at", allow_null=True)
+    paused_scope = serializers.ChoiceField(source="detail.pause.scope", choices=["execution", "ancestor", "workspace"],
+                                           allow_null=True, help_text="What holds it paused (null: nothing).")
+    in_flight = serializers.IntegerField(source="detail.pause.in_flight",
+                                         help_text="Steps of it and its descendants RUNNING now.")
+    drained = serializers.BooleanField(source="detail.pause.drained",
+                                       help_text="Paused and nothing in flight any more.")
+    fanout_edits = serializers.ListField(source="detail.fanout_edits", child=serializers.DictField(),
+                                         help_text="Operators' live edits of its fan-outs, oldest first: "
+                                                   "spawner_vertex, actor, changes (field → [before, after]), "
+                                                   "created_at.")
 
 
 class MergeItemSerializer(serializers.Serializer):

@@ -14,7 +14,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from executions.api import converters
-from executions.api.views import actions, bulk, destinations, executions, schedules, uploads, waits, workflows
+from executions.api.views import actions, bulk, control, destinations, executions, schedules, uploads, waits, workflows
 from executions.api.views.base import ApiView
 
 converters.register()
@@ -65,6 +65,11 @@ urlpatterns = [
     path("executions/<execid:id>/steps/<vertex:vertex>/output", on_path(executions.MergeOutput),
          name="merge-output"),
     path("executions/<execid:id>/cancel", on_path(actions.CancelExecution), name="cancel"),
+    path("executions/<execid:id>/pause", on_path(control.PauseExecution), name="pause"),
+    path("executions/<execid:id>/resume", on_path(control.ResumeExecution), name="resume"),
+    path("executions/<execid:id>/fanouts/<vertex:vertex>", on_path(control.EditFanOut), name="fanout"),
+    path("workspace/pause", on_path(control.PauseWorkspace, control.WorkspacePause), name="workspace-pause"),
+    path("workspace/resume", on_path(control.ResumeWorkspace), name="workspace-resume"),
     path("executions/<execid:id>/steps/<vertex:vertex>/callback", on_path(waits.StepCallback), name="step-callback"),
     path("executions/<execid:id>/steps/<vertex:vertex>/complete", on_path(waits.CompleteStep), name="complete-step"),
     path("callbacks/<str:token>", on_path(waits.Callback), name="callback"),

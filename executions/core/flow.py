@@ -44,15 +44,17 @@ CARRIED_SHARE = 0.9  # ... or rather this share of the concurrency that carried 
 
 # A claim's condition on a destination: not cooling down, breaker not open (the columns are
 # NULL unless flow control is in use, so this costs nothing otherwise).
-CALLABLE = """(d.cooling_until IS NULL OR d.cooling_until <= now())
+CALLABLE = """NOT d.paused AND (d.cooling_until IS NULL OR d.cooling_until <= now())
        AND (d.breaker_open_until IS NULL OR d.breaker_open_until <= now())"""
 # The limit claims and slot take-overs keep to: the configured one, the current one (adaptive,
 # or a ramp after a cooldown), one probe while the breaker is not closed. least() skips NULLs;
 # all NULL: unlimited.
 # An adaptive destination not yet measured starts at its floor.
-EFFECTIVE = ("least(d.concurrency_limit, CASE WHEN d.concurrency_mode = 'adaptive' "
+# A paused destination (issue 31) reads as a limit of 0, its configured limit kept for its resume.
+EFFECTIVE = ("CASE WHEN d.paused THEN 0 ELSE "
+             "least(d.concurrency_limit, CASE WHEN d.concurrency_mode = 'adaptive' "
              "THEN coalesce(d.concurrency_current, d.concurrency_min) ELSE d.concurrency_current END, "
-             "CASE WHEN d.breaker_state <> 'closed' THEN 1 END)")
+             "CASE WHEN d.breaker_state <> 'closed' THEN 1 END) END")
 
 # Seconds from now until a call may start again (a cooldown, an open breaker), 0 when it may:
 # what a drain's copy of the destination learns (calls.FOR_CALLS, leases.TAKE_OVER_SLOTS).

@@ -1,12 +1,11 @@
 """Claims, leases, fencing and reaping (S5). Database time only.
 
-* **Claim**: ready, due steps are taken in batches with ``FOR UPDATE SKIP LOCKED`` (SKIP
-  LOCKED because a row another claimer holds is simply someone else's work; waiting on it
-  would serialise the workers). Each claimed step gets a fresh lease token and an expiry
-  of ``now() + LEASE_SECONDS``. Steps that call a destination (S11) are claimed per
-  destination, only as many as it has free slots: in flight = its RUNNING steps that hold a
-  slot (``holds_slot``), so a slot is released by any transition out of RUNNING, lease expiry
-  included, and cannot leak.
+* **Claim**: ready, due steps are taken in batches with ``FOR UPDATE SKIP LOCKED`` (SKIP LOCKED because
+  a row another claimer holds is simply someone else's work; waiting on it would serialise the workers).
+  Each claimed step gets a fresh lease token and an expiry of ``now() + LEASE_SECONDS``. Steps that call
+  a destination (S11) are claimed per destination, only as many as it has free slots: in flight = its
+  RUNNING steps that hold a slot (``holds_slot``), so a slot is released by any transition out of
+  RUNNING, lease expiry included, and cannot leak. Paused work is not claimed (issue 31, pauses.py).
 * **Slots, and the queue behind them**: a drain may also claim, beyond the slots it takes,
   ``QUEUE_DEPTH`` steps per slot *without* a slot (``holds_slot = false``; not for a destination with a
   request rate, whose tokens are spent at claim). They wait in the drain's queue for one of
@@ -21,10 +20,9 @@
 * **Heartbeat**: a worker renews the leases of the steps it is still running.
 * **Reap**: expired leases go back to READY with attempt + 1, or FAILED once the step has
   used its attempts ("lease expired N times"), so a step that kills its worker ends.
-* **Isolation**: a step on its last attempt that already lost a lease may be what killed
-  its worker (a poison pill). It is claimed *alone*, by a drain with nothing else in flight,
-  which claims nothing more until it finishes; otherwise the poison would take the innocent
-  steps of its batch down with it on every attempt, and they would fail with it.
+* **Isolation**: a step on its last attempt that already lost a lease may be what killed its
+  worker (a poison pill). It is claimed *alone*, by a drain with nothing else in flight, which
+  claims nothing more until it finishes; otherwise it would take its batch down with it.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 
-from executions.core import flow, payloads, state
+from executions.core import flow, pauses, payloads, state
 from executions.models import StepStatus
 from executions.platform import hosts
 
@@ -61,6 +59,7 @@ SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"
 CLAIM_FREE = f"""
     SELECT id, {SUSPECT} AS suspect FROM executions_step
     WHERE status = 'READY' AND destination_id IS NULL AND due_at <= now()
+      AND {pauses.CLAIMABLE_STEP}  -- issue 31: not paused (pauses.py)
     ORDER BY due_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -136,7 +135,6 @@ DESTINATION_BUDGETS = f"""
 
 ALONE = "SELECT 1"  # ``sharers`` of a caller that shares its destinations' limits with no one
 
-
 @functools.cache
 def _budgets_sql(sharers: str) -> str:
     return DESTINATION_BUDGETS.replace("{sharers}", sharers)
@@ -149,6 +147,7 @@ CLAIM_DESTINATION = f"""
     LATERAL (SELECT c.*, row_number() OVER (ORDER BY c.due_at, c.id) AS rank
              FROM (SELECT id, due_at, {SUSPECT} AS suspect FROM executions_step
                    WHERE destination_id = b.id AND status = 'READY' AND due_at <= now()
+                     AND {pauses.CLAIMABLE_STEP}  -- issue 31: not paused (pauses.py)
                    ORDER BY due_at LIMIT b.free + b.queue
                    FOR UPDATE SKIP LOCKED) c) s
     ORDER BY s.rank <= b.free DESC, s.due_at
@@ -339,6 +338,7 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     flight, so it may take a suspect — which then comes by itself (see Isolation above)."""
     if limit <= 0:
         return []
+    cursor.execute(pauses.CLAIM_BARRIER)  # issue 31: a pause that returned is seen (pauses.py)
     bound_room = min(limit, limit if destination_limit is None else max(destination_limit, 0))
     plain_room = min(limit, limit if plain_limit is None else max(plain_limit, 0))
     claimed: list[ClaimedStep] = []

@@ -72,9 +72,11 @@ def sweep_of(fan: dict[str, Any], failed_message: str) -> tuple[str, str]:
     return CancelCause.FAIL_FAST, failed_message
 
 
-def allowed_failures(ratio: float, total: int) -> int:
-    """floor(ratio × N), computed exactly (0.29 × 100 is 29, not 28)."""
-    return math.floor(Decimal(str(ratio)) * total)
+def allowed_failures(ratio: float, total: int, max_failures: int | None = None) -> int:
+    """floor(ratio × N), computed exactly (0.29 × 100 is 29, not 28); at most ``max_failures``
+    (failureTolerance.maxFailures, issue 31) when it is given."""
+    allowed = math.floor(Decimal(str(ratio)) * total)
+    return allowed if max_failures is None else min(allowed, max_failures)
 
 
 def quorum_of(min_successful: int | None, ratio: float | None, total: int) -> int | None:
@@ -111,8 +113,9 @@ def explain(fan: dict[str, Any]) -> str:
                      + (" (reached)" if fan.get("reached") else ""))
         return "; ".join(parts)
     if tolerated:
+        count = "" if fan.get("max_failures") is None else f" and at most {fan['max_failures']:,}"
         parts.append(f"tolerates {' and '.join(tolerated)} up to {fan['max_failure_ratio']:.4g} "
-                     f"({fan['max_failure_ratio'] * 100:.4g}%) which allows {fan['allowed_failures']:,}")
+                     f"({fan['max_failure_ratio'] * 100:.4g}%){count} which allows {fan['allowed_failures']:,}")
     else:
         parts.append("no failure tolerated")
     parts.append(f"failFast {'on' if fan['fail_fast'] else 'off'}")

@@ -141,6 +141,10 @@ SANCTION = "SELECT set_config('schemabridge.retention', 'on', true)"
 # Each keyed by an index on the execution id; foreign keys are checked at commit (deferred).
 DELETE_TREE_ROWS = (
     "DELETE FROM executions_event WHERE execution_id = ANY(%(ids)s::uuid[])",
+    # An operator's fan-out edits and pauses (issue 31) go with their fan-outs and executions.
+    "DELETE FROM executions_fanoutedit WHERE fanout_id IN (SELECT step_id FROM executions_fanout"
+    " WHERE execution_id = ANY(%(ids)s::uuid[]))",
+    "DELETE FROM executions_pause WHERE execution_id = ANY(%(ids)s::uuid[])",
     "DELETE FROM executions_fanout WHERE execution_id = ANY(%(ids)s::uuid[])",
     "DELETE FROM executions_step WHERE execution_id = ANY(%(ids)s::uuid[])",
     "DELETE FROM executions_execution WHERE id = ANY(%(ids)s::uuid[])",

@@ -370,10 +370,17 @@ def _merge_source(fanouts: list[dict[str, Any]]) -> _Source:
     })
 
 
-def _wake_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> None:
+def _wake_merges(cursor: Any, fanouts: list[dict[str, Any]], message: str = "children decided the merge") -> bool:
     if fanouts and _move_steps(cursor, S.READY, _merge_source(fanouts), from_=[S.WAITING],
-                              sets={"due_at": "now()", "wait_reason": "''"}, message="children decided the merge"):
+                              sets={"due_at": "now()", "wait_reason": "''"}, message=message):
         notify.work_created(cursor)
+        return True
+    return False
+
+
+def wake_decided_merges(cursor: Any, fanouts: list[dict[str, Any]]) -> bool:
+    """WAITING merges of fan-outs an operator's edit decided (fanout/edits.py, issue 31) run now."""
+    return _wake_merges(cursor, fanouts, message="an edit of the fan-out decided the merge")
 
 
 _SUCCEEDED_MERGES = """

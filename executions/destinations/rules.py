@@ -26,6 +26,7 @@ from executions.core import calls as call_log
 from executions.core import flow
 from executions.destinations import credentials as credential_rules
 from executions.destinations import outbound
+from executions.platform import notify
 from workflows import fields as field_rules
 from workflows import sudo
 from workflows.dsl.parser import DESTINATION_NAME
@@ -51,7 +52,7 @@ BREAKER_DEFAULTS = {"failure_ratio": 0.5, "min_calls": 20, "window_seconds": 30.
 REQUIRED = ("name", "base_url")
 EDITABLE = ("base_url", "timeout_seconds", "concurrency_limit", "rate_per_second", "max_response_bytes",
             "credentials", "concurrency_mode", "concurrency_min", "max_cooldown_seconds", "max_throttled_waits",
-            "breaker")
+            "breaker", "paused")
 # The flow state the engine keeps (executions/core/flow.py): shown, never written by a client.
 READ_ONLY = ("cooling_until", "concurrency_current", "breaker_state")
 # A change of one of them starts the flow state afresh (flow.reset).
@@ -78,6 +79,8 @@ RULES = {
     "breaker": "null, or an object with failure_ratio (a number in (0, 1)), min_calls (a whole number from 1 to "
                "10,000), window_seconds and open_seconds (numbers of seconds in (0, 86,400]); "
                "omitted keys take the defaults 0.5, 20, 30, 30",
+    "paused": "true or false: while true no step calling it is claimed (running calls finish); "
+              "its concurrency_limit is kept",
 }
 
 # The same rules as JSON Schema (the API's schema states them). A base URL's host here is a name
@@ -104,6 +107,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "min_calls": {"type": "integer", "minimum": 1, "maximum": 10_000},
         "window_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COOLDOWN},
         "open_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_COOLDOWN}}},
+    "paused": {"type": "boolean"},
 }
 
 
@@ -241,6 +245,12 @@ def _consistent(mode: str, limit: int | None, floor: int) -> None:
         raise Invalid(f"concurrency_min: {message}", errors=[{"field": "concurrency_min", "message": message}])
 
 
+def _paused(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _must("paused")
+    return value
+
+
 def _credentials(value: Any) -> dict[str, str]:
     """The model's two columns for ``value``: sealed credentials and their kind (both empty: none)."""
     try:
@@ -257,7 +267,7 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "rate_per_second": _rate, "max_response_bytes": _max_response_bytes, "credentials": _credentials,
     "concurrency_mode": _mode, "concurrency_min": _whole("concurrency_min", 1, MAX_LIMIT),
     "max_cooldown_seconds": _cooldown, "max_throttled_waits": _whole("max_throttled_waits", 0, MAX_WAITS),
-    "breaker": _breaker, **{field: _read_only(field) for field in READ_ONLY},
+    "breaker": _breaker, "paused": _paused, **{field: _read_only(field) for field in READ_ONLY},
 }
 
 
@@ -320,6 +330,9 @@ def update_destination(destination: Any, *, system_actor: Any = None, **fields: 
             Destination.objects.filter(pk=destination.pk).update(**_columns(clean), updated_at=Now())
             if FLOW_SETTINGS & clean.keys():
                 _reset_flow(current)
+            if clean.get("paused") is False:  # its due steps count as work again (issue 31): wake a drain
+                with connection.cursor() as cursor:
+                    notify.work_created(cursor)
             # After our UPDATE holds the row: a claim that read the old values has committed
             # its steps (they show here); a later one reads the new values.
             if CALL_SETTINGS & clean.keys() and _copies_in_use(destination.pk):

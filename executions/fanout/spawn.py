@@ -24,7 +24,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection
 
-from executions.core import cancel, payloads, quotas, records, retry, state, versions
+from executions.core import cancel, pauses, payloads, quotas, records, retry, state, versions
 from executions.core.merge_rule import REACHED_MESSAGE, VERDICTS, allowed_failures, quorum_of, sweep_of
 from executions.core.outcomes import Outcome, committed, succeeded, wait
 from executions.core.runs import StepRun
@@ -67,10 +67,11 @@ CREATE_FANOUT = """
     INSERT INTO executions_fanout (step_id, execution_id, spawner_vertex, merge_vertex, target_version_id, total,
         cursor, created, spawn_complete, succeeded, failed, cancelled, tolerates_failed, tolerates_cancelled,
         max_failure_ratio, allowed_failures, fail_fast, items_per_child, max_concurrency, free_slots,
-        expected_bytes, min_successful, created_at)
+        expected_bytes, min_successful, max_failures, created_at)
     VALUES (%(step)s, %(execution)s, %(vertex)s, %(merge)s, %(target)s, %(total)s, 0, 0, %(empty)s, 0, 0, 0,
             %(tol_failed)s, %(tol_cancelled)s, %(ratio)s, %(allowed)s, %(fail_fast)s, %(per_child)s,
-            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, %(min_successful)s, now())
+            %(max_concurrency)s, coalesce(%(max_concurrency)s, 0), %(expected)s, %(min_successful)s,
+            %(max_failures)s, now())
 """
 
 # The list exploded once, at plan time, into one row per item (models.FanOutItem): PostgreSQL
@@ -169,7 +170,6 @@ def spawn(step: StepRun) -> Outcome:
         walked_from, created = int(handed["from"]), int(handed["created"])
     # A batch reads about SPAWN_BATCH items, however many go to one child.
     batch_size = max(1, int(settings.SB["SPAWN_BATCH"]) // vertex.items_per_child)
-    prelock = (LOCK_OWN_FANOUT, {"step": step.step_id}) if vertex.max_concurrency is not None else None
     handover_at = time.monotonic() + float(settings.SB["SPAWN_SLICE_SECONDS"])
     while cursor_at < fan["total"]:
         deferral = _pressure_deferral(fan)
@@ -181,15 +181,21 @@ def spawn(step: StepRun) -> Outcome:
             return wait(seconds=0, reason=f"spawning: handed over at {cursor_at:,} of {fan['total']:,} items",
                         state={SLICE: {"attempt": step.attempt, "from": walked_from, "created": created}})
         hi = min(cursor_at + batch_size, fan["total"])
+        # maxConcurrency as the fan-out row has it (an operator's edit overrides the version's, issue 31)
+        prelock = (LOCK_OWN_FANOUT, {"step": step.step_id}) if fan["max_concurrency"] is not None else None
         with step.transaction(prelock=prelock) as tx:
             fan = cast(dict[str, Any], fanout_row(tx.cursor, step.step_id))
             stopping = fan["stops"]  # failFast's merge failed, or a quorum was reached (merge_rule.py)
-            if not stopping:
+            paused = not stopping and pauses.tree_paused(tx.cursor, step.execution.id)
+            if not (stopping or paused):
                 inserted = _insert_batch(tx.cursor, step, vertex, target, start, cursor_at, hi)
                 tx.cursor.execute(DROP_ITEMS, {"step": step.step_id, "lo": cursor_at * vertex.items_per_child,
                                                "hi": hi * vertex.items_per_child})
                 tx.cursor.execute(ADVANCE, {"cursor": hi, "created": inserted, "step": step.step_id})
                 metrics.children_created(inserted)
+        if paused:  # issue 31: a paused tree spawns nothing more; the resume goes on at the cursor
+            return wait(seconds=0, reason=f"paused: spawned {cursor_at:,} of {fan['total']:,} items",
+                        state={SLICE: {"attempt": step.attempt, "from": walked_from, "created": created}})
         if stopping:
             if _stop_for_fail_fast(step, vertex, cursor_at):
                 # A merge that failed while this spawner ran (a re-opened one, S28) swept the
@@ -310,7 +316,9 @@ def _plan(cursor: Any, step: StepRun, vertex: ast.Spawner) -> dict[str, Any]:
         "tol_failed": bool(merge and "FAILED" in merge.tolerate_child_failures),
         "tol_cancelled": bool(merge and "CANCELLED" in merge.tolerate_child_failures),
         "ratio": merge.max_failure_ratio if merge else 1.0,
-        "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total),
+        "allowed": allowed_failures(merge.max_failure_ratio if merge else 1.0, total,
+                                    merge.max_failures if merge else None),
+        "max_failures": merge.max_failures if merge else None,
         "fail_fast": bool(merge and merge.fail_fast), "expected": expected,
         "per_child": vertex.items_per_child, "max_concurrency": vertex.max_concurrency, "min_successful": None,
     }
@@ -412,7 +420,7 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     good = [(child, cast(int, index)) for child, index in sorted(created, key=lambda c: c[1] or 0)
             if index in inputs]
     payloads.put_many(cursor, [(child, payloads.INPUT, inputs[index]) for child, index in good])
-    held = _hold(cursor, step, vertex, [index for _, index in good], hi)
+    held = _hold(cursor, step, [index for _, index in good], hi)
     records.insert_steps(cursor, [
         records.NewStep(child, parent.workspace_id, start.id, retry.max_attempts(start),
                         destination=getattr(start, "destination_name", None), held=index in held)
@@ -424,14 +432,19 @@ def _insert_batch(cursor: Any, step: StepRun, vertex: ast.Spawner, target: versi
     return len(created)
 
 
-def _hold(cursor: Any, step: StepRun, vertex: ast.Spawner, indexes: list[int], hi: int) -> set[int]:
+def _hold(cursor: Any, step: StepRun, indexes: list[int], hi: int) -> set[int]:
     """maxConcurrency: the new children (in item order) that must wait for a slot. The free
     slots go to the first ones; the rest are held, and the fan-out row (locked by this
     transaction) records what is left. No held child exists while a slot is free (a finishing
     child releases at once), so the release cursor may move past this batch. The fan-out row
     is locked by this transaction (the spawner's prelock), so its slots are current."""
-    if vertex.max_concurrency is None:
+    fan = cast(dict[str, Any], fanout_row(cursor, step.step_id))
+    if fan["max_concurrency"] is None:  # none, or an operator's edit lifted it (issue 31)
         return set()
+    # Locked already by the batch's prelock — unless an edit set a limit on a fan-out that had
+    # none since the batch began (issue 31): then it is locked here, a rare exception to the
+    # lock order (docs/architecture.md) that PostgreSQL's deadlock detection would settle.
+    cursor.execute(LOCK_OWN_FANOUT, {"step": step.step_id})
     fan = cast(dict[str, Any], fanout_row(cursor, step.step_id))
     free = int(fan["free_slots"])
     runnable, held = indexes[:max(free, 0)], set(indexes[max(free, 0):])

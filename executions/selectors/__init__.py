@@ -20,6 +20,7 @@ same few queries as a small one):
 * ``bulk``         bulk operations' progress and skipped children; a parent's error groups.
 * ``identity``     what tells children apart: item previews, failed siblings, an edited
                    input's before/after.
+* ``pauses``       what holds an execution or a workspace paused, its steps in flight; fan-out edits.
 
 Workflow definitions and versions are read in ``workflows/selectors.py``, with the app that
 owns those tables. Raw SQL here is a named module-level constant with a one-line description;
@@ -34,11 +35,12 @@ from executions.selectors import (
     fanout_health,
     fanouts,
     identity,
+    pauses,
     payloads,
     schedules,
     steps,
     waits,
 )
 
-__all__ = ["bulk", "children", "destinations", "executions", "fanout_health", "fanouts", "identity", "payloads",
-           "schedules", "steps", "waits"]
+__all__ = ["bulk", "children", "destinations", "executions", "fanout_health", "fanouts", "identity", "pauses",
+           "payloads", "schedules", "steps", "waits"]

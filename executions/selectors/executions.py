@@ -21,7 +21,7 @@ from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from executions.models import Execution, Step
-from executions.selectors import fanouts, payloads, steps, waits
+from executions.selectors import fanouts, pauses, payloads, steps, waits
 from workflows.errors import NotFound
 from workflows.models import Workspace
 
@@ -240,6 +240,8 @@ class Detail:
     input: payloads.Inline
     output: payloads.Inline
     payloads_purged_at: Any = None
+    pause: Any = None  # pauses.PauseState (issue 31)
+    fanout_edits: list[dict[str, Any]] = field(default_factory=list)  # every fan-out's live edits, oldest first
 
 
 def payloads_purged_at(execution: Execution) -> Any:
@@ -256,7 +258,9 @@ def with_detail(execution: Execution) -> Execution:
         lineage=lineage(execution), steps=steps.of(execution), fanouts=fanouts.of(execution),
         input=payloads.inline(execution.pk, payloads.store.INPUT),
         output=payloads.inline(execution.pk, execution.output_vertex),
-        payloads_purged_at=payloads_purged_at(execution))
+        payloads_purged_at=payloads_purged_at(execution), pause=pauses.of_execution(execution),
+        fanout_edits=[{"spawner_vertex": vertex, **e} for vertex, found in pauses.fanout_edits(execution).items()
+                      for e in found])
     return execution
 
 

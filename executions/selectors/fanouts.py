@@ -53,6 +53,10 @@ class FanOutView:
     waiting_retry: int = 0
     min_successful: int | None = None  # a quorum merge's (S26)
     reached: bool = False  # ... and whether that many children succeeded
+    # In force now: the version's, or an operator's live edit (issue 31: edits lists them).
+    max_concurrency: int | None = None
+    max_failures: int | None = None
+    edited: bool = False  # an operator edited it: selectors.pauses.fanout_edits lists the edits
 
     @property
     def running_now(self) -> int:
@@ -79,7 +83,8 @@ class FanOutView:
 FANOUTS = f"""
     SELECT f.step_id, f.spawner_vertex, f.merge_vertex, f.total, f.created, f.spawn_complete,
            f.succeeded, f.failed, f.cancelled, f.tolerates_failed, f.tolerates_cancelled,
-           f.max_failure_ratio, f.allowed_failures, f.fail_fast, f.min_successful,
+           f.max_failure_ratio, f.allowed_failures, f.fail_fast, f.min_successful, f.max_concurrency, f.max_failures,
+           EXISTS (SELECT 1 FROM executions_fanoutedit x WHERE x.fanout_id = f.step_id) AS edited,
            {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished,
            {FANOUT_REACHED} AS reached
     FROM executions_fanout f
@@ -150,6 +155,7 @@ def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tupl
         decided=row["decided"], exceeded=row["exceeded"], finished=row["finished"],
         waiting_slot=waiting[0], waiting_retry=waiting[1],
         min_successful=row["min_successful"], reached=row["reached"],
+        max_concurrency=row["max_concurrency"], max_failures=row["max_failures"], edited=row["edited"],
     )
 
 

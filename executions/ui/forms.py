@@ -333,3 +333,32 @@ class CompleteStepForm(JsonInputForm):
         if cleaned.get("status") == "FAILED" and not cleaned.get("error"):
             self.add_error("error", "Say why the step fails.")
         return cleaned
+
+
+class FanOutEditForm(forms.Form):
+    """A live edit of a running fan-out (issue 31): blank fields stay as they are;
+    ``no_limit`` lifts maxConcurrency, ``no_count`` clears maxFailures."""
+
+    max_concurrency = forms.IntegerField(required=False, min_value=1)
+    no_limit = forms.BooleanField(required=False)
+    max_failure_ratio = forms.FloatField(required=False, min_value=0.0, max_value=1.0)
+    max_failures = forms.IntegerField(required=False, min_value=0)
+    no_count = forms.BooleanField(required=False)
+
+    def problems(self) -> list[dict[str, str]]:
+        return field_errors(self)
+
+    def fields_to_change(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        fields: dict[str, Any] = {}
+        if data.get("no_limit"):
+            fields["max_concurrency"] = None
+        elif data.get("max_concurrency") is not None:
+            fields["max_concurrency"] = data["max_concurrency"]
+        if data.get("max_failure_ratio") is not None:
+            fields["max_failure_ratio"] = data["max_failure_ratio"]
+        if data.get("no_count"):
+            fields["max_failures"] = None
+        elif data.get("max_failures") is not None:
+            fields["max_failures"] = data["max_failures"]
+        return fields

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions import selectors
-from executions.fanout import recovery
+from executions.fanout import edits, recovery
 from executions.models import Event, Execution, Step, StepStatus
 from executions.selectors.destinations import Slots
 from executions.selectors.fanouts import FanOutView, Tail
@@ -65,6 +65,7 @@ def header(request: UiRequest, execution: Execution) -> Fragment:
         "input_diff": selectors.identity.input_diff(execution.pk) if input_edits else None,
         "failed_siblings": selectors.identity.failed_siblings(execution),
         "tags": sorted((execution.tags or {}).items()),
+        "pause": selectors.pauses.of_execution(execution, count=False),  # issue 31: the banner and Pause / Resume
     }
     # A finished parent stays live while retried children run: its merge output follows them.
     live = not execution.is_terminal or selectors.executions.has_active_children(execution)
@@ -90,7 +91,8 @@ def body(request: UiRequest, execution: Execution, version: str | None = None) -
     context = {
         "e": execution,
         "fanouts": [(fanout_panel(request, execution, v, merges.get(v.merge_vertex or "")),
-                     children(request, execution, v, **view_state.children(request, v.spawner_vertex))) for v in views],
+                     children(request, execution, v, **view_state.children(request, v.spawner_vertex)), v)
+                    for v in views],
         # The long tail reads every finished child; it loads right after the page instead
         # of holding it up (then polls like the other fragments).
         "long_tail_url": reverse("ui:execution-long-tail", args=[execution.pk]) if views else None,
@@ -98,6 +100,7 @@ def body(request: UiRequest, execution: Execution, version: str | None = None) -
         "bulk_url": reverse("ui:execution-bulk", args=[execution.pk]) if views else None,
         "input": preview,
         "can_edit_retry": execution.status == "FAILED" and access.can_operate(request, execution),
+        "can_edit_fanouts": not execution.is_terminal and access.can_operate(request, execution),
         "input_size": present.size(preview.size_bytes) if preview else "",
         "payloads_purged_at": purged_at,
     }
@@ -251,6 +254,9 @@ def fanout_panel(request: UiRequest, execution: Execution, view: FanOutView, mer
         "merge": merge,
         "children_url": _url("execution-children", execution.pk, view.spawner_vertex),
         "can_operate": access.can_operate(request, execution),
+        "edits": [(e, edits.describe(e["changes"]))  # issue 31: "edited by … at …: maxConcurrency 50 → 10"
+                  for e in (selectors.pauses.fanout_edits(execution).get(view.spawner_vertex, [])
+                            if view.edited else [])],
     }
     live = not execution.is_terminal or _has_active_children([view])
     poll = Poll(f"fanout-{view.spawner_vertex}", _url("execution-fanout", execution.pk, view.spawner_vertex), live)

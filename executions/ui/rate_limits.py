@@ -231,6 +231,23 @@ def update_flow(request: UiRequest, destination_id: int) -> HttpResponse:
     return changed(render(request, "ui/rate_limits/_row.html", _row_context(request, destination, flow_flash=flash)))
 
 
+@require_POST
+@workspace_view
+def pause_destination(request: UiRequest, destination_id: int) -> HttpResponse:
+    """Pause (``paused=1``) or resume (``paused=0``) a destination, its limit kept (issue 31)."""
+    paused = request.POST.get("paused") == "1"
+    principal = request.principal
+    detail: dict[str, Any] = {"field": "paused", "new": paused}
+    with audited(principal, "destination.update", target=f"destination:{destination_id}", detail=detail):
+        principal.require(Role.OPERATOR, "edit limits")
+        destination = _destination(request, destination_id)
+        detail["name"] = destination.name
+        destination_services.update_destination(destination, paused=paused)
+    verb = "Paused" if paused else "Resumed"
+    flash = f"{verb} '{destination.name}' (limit kept: {_limit(destination.concurrency_limit)})."
+    return render(request, "ui/rate_limits/_row.html", _row_context(request, destination, flash=flash))
+
+
 def _limit(value: int | None) -> str:
     return "unlimited" if value is None else f"{value:,}"
 

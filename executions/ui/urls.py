@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 from executions.ui import (
     actions,
     bulk_views,
+    control_actions,
     execution_views,
     rate_limits,
     schedule_views,
@@ -35,6 +36,9 @@ urlpatterns = [
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
+    path(f"{execution}/pause", control_actions.pause_execution, name="execution-pause"),
+    path(f"{execution}/resume", control_actions.resume_execution, name="execution-resume"),
+    path(f"{execution}/fanouts/<str:spawner>/edit", control_actions.edit_fanout, name="fanout-edit"),
     path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
     path(f"{execution}/children/bulk", bulk_views.bulk_start, name="bulk-start"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
@@ -60,4 +64,5 @@ urlpatterns = [
     path("rate-limits/<int:destination_id>/limit", rate_limits.update_limit, name="destination-limit"),
     path("rate-limits/<int:destination_id>/flow/edit", rate_limits.edit_flow, name="destination-flow-edit"),
     path("rate-limits/<int:destination_id>/flow", rate_limits.update_flow, name="destination-flow"),
+    path("rate-limits/<int:destination_id>/pause", rate_limits.pause_destination, name="destination-pause"),
 ]

@@ -15,7 +15,7 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 
 from executions import kick
-from executions.core import flow_history, leases
+from executions.core import flow_history, leases, pauses
 from executions.core.records import NO_DUE_TIME
 from executions.engine import runner as engine
 from executions.platform import notify
@@ -41,20 +41,27 @@ IDLE_WAKE = 2.0  # an idle drain looks up at least this often (a stopping cluste
 # step_waiting_due), so they read only READY/RUNNING/WAITING rows however many steps have
 # finished (issue 14 §7). A step waiting for a signal (a merge) has no deadline: its due time
 # is records.NO_DUE_TIME, past the end of the WAITING branch's range.
+# Paused work (issue 31) counts for neither: a paused tree's, workspace's or destination's due
+# steps must not keep a drain claiming in vain; the resume wakes one (pauses.py). A wait's
+# deadline in a paused tree still counts: its timeout is the reaper's, paused or not.
 _WAIT_DEADLINES = f"executions_step WHERE status = 'WAITING' AND due_at < '{NO_DUE_TIME}'::timestamptz"
 NEXT_DUE = f"""
     SELECT extract(epoch FROM least(
-        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL),
-        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL),
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NULL
+            AND {pauses.CLAIMABLE_STEP}),
+        (SELECT min(due_at) FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL
+            AND {pauses.CLAIMABLE_STEP} AND {pauses.DESTINATION_NOT_PAUSED}),
         (SELECT min(lease_expires_at) FROM executions_step WHERE status = 'RUNNING'),
         (SELECT min(due_at) FROM {_WAIT_DEADLINES})) - now())
-"""  # noqa: S608 - a constant
+"""  # noqa: S608 - constant SQL
 WORK_PENDING = f"""
-    SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NULL)
-        OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL)
+    SELECT EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NULL
+                   AND {pauses.CLAIMABLE_STEP})
+        OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'READY' AND destination_id IS NOT NULL
+                   AND {pauses.CLAIMABLE_STEP} AND {pauses.DESTINATION_NOT_PAUSED})
         OR EXISTS (SELECT 1 FROM executions_step WHERE status = 'RUNNING')
         OR EXISTS (SELECT 1 FROM {_WAIT_DEADLINES})
-"""  # noqa: S608 - a constant
+"""  # noqa: S608 - constant SQL
 # The next wait deadline alone: a busy drain reaps when it comes (not only every REAP_EVERY).
 NEXT_WAIT_DEADLINE = f"SELECT extract(epoch FROM (SELECT min(due_at) FROM {_WAIT_DEADLINES}) - now())"  # noqa: S608
 

@@ -176,3 +176,24 @@ def test_the_databases_quorum_verdict_is_the_documented_one(workspace):
         assert got["stops"] == (reached or lost)
 
     check()
+
+
+def test_a_quorum_fan_outs_tolerance_cannot_be_edited_but_its_limit_can(workspace):
+    """A quorum is the fan-out's tolerance (total − minSuccessful failures, failFast): a live
+    edit of maxFailureRatio or maxFailures would silently replace it, so it is a 409 that
+    changes nothing; maxConcurrency stays editable."""
+    from executions.models import FanOutEdit
+
+    parent = run_quorum(workspace, ["wait", "ok", "wait", "wait", "wait"], {"minSuccessful": 3})
+    client = api(workspace, "operator")
+    before = FanOut.objects.get(execution=parent)
+    for body in ({"failureTolerance": {"maxFailures": 0}}, {"failureTolerance": {"maxFailureRatio": 0.5}}):
+        response = client.patch(f"/api/v1/executions/{parent.pk}/fanouts/fan", body, format="json")
+        assert response.status_code == 409, response.content
+        assert "minSuccessful" in response.json()["detail"]
+    after = FanOut.objects.get(execution=parent)
+    assert (after.allowed_failures, after.max_failures, after.max_failure_ratio) == (
+        before.allowed_failures, before.max_failures, before.max_failure_ratio)
+    assert not FanOutEdit.objects.exists()
+    ok(client.patch(f"/api/v1/executions/{parent.pk}/fanouts/fan", {"maxConcurrency": 2}, format="json"))
+    assert FanOut.objects.get(execution=parent).max_concurrency == 2

@@ -18,8 +18,9 @@ def test_the_ui_benchmark_reports_each_view(workspace):
     for name, figures in result["results"].items():
         assert figures["status"] in (200, 286), name
         # A constant number per page, whatever the children (no N+1): 17 since the step timeline
-        # reads the waits of its WAITING steps in one more query (issue 32).
-        assert figures["queries"] <= 17, name
+        # reads the waits of its WAITING steps in one more query (issue 32); 18 since the header
+        # reads what holds the execution paused, and its steps in flight, in one query (issue 31).
+        assert figures["queries"] <= 18, name
     assert result["results"]["page"]["bytes"] > 10_000
     # Issue 31 §4: the lookups by item key and by tag, with their targets (at 1,000,000 children).
     assert set(result["lookups"]) == {"item key", "item keys (item_key__in)", "tag", "tag, rare"}

@@ -491,11 +491,19 @@ def test_a_fail_fast_that_is_not_a_boolean(fail_fast: Any) -> None:
 
 
 def test_unknown_fields_in_config_and_failure_tolerance() -> None:
-    doc = merge_config(failRatio=0.1, failureTolerance={"maxFailureRatio": 0.1, "maxFailures": 3})
+    # (maxFailures became a field in issue 31: the unknown one here is maxFailureCount.)
+    doc = merge_config(failRatio=0.1, failureTolerance={"maxFailureRatio": 0.1, "maxFailureCount": 3})
     assert errors_of(doc) == [
         ("$.vertices.merge.config.failRatio", "unknown field 'failRatio' in MERGE config"),
-        ("$.vertices.merge.config.failureTolerance.maxFailures", "unknown field 'maxFailures' in failureTolerance"),
+        ("$.vertices.merge.config.failureTolerance.maxFailureCount",
+         "unknown field 'maxFailureCount' in failureTolerance"),
     ]
+
+
+@pytest.mark.parametrize("count", [-1, 1.5, "3", True])
+def test_a_max_failures_that_is_not_a_whole_number(count: Any) -> None:
+    doc = merge_config(tolerateChildFailures=["FAILED"], failureTolerance={"maxFailures": count})
+    assert_only(doc, "$.vertices.merge.config.failureTolerance.maxFailures", "must be an integer from 0 to")
 
 
 # --- retry and timeoutSeconds -----------------------------------------------------------------

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "workflows.handlers", "workflows.handler_modules", "workflows.sudo", "workflows.signing")),
     ("platform", ("executions.platform",)),
     ("core", ("executions.models", "executions.wait_models", "executions.flow_models", "executions.bulk_models",
-              "executions.handlers", "executions.core")),
+              "executions.control_models", "executions.handlers", "executions.core")),
     ("destinations", ("executions.destinations",)),
     ("fanout", ("executions.fanout",)),
     ("engine", ("executions.engine",)),

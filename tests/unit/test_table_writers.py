@@ -25,6 +25,7 @@ OWNERS: dict[str, set[str]] = {
     "executions_event": {"executions/core/state.py",  # appended with each transition, and notes
                          "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_fanout": {"executions/fanout/spawn.py",  # plan and spawn cursor
+                          "executions/fanout/edits.py",  # an operator's live edit (issue 31)
                           "executions/core/state.py",  # child counters, moved with each child's transition
                           "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_payload": {"executions/core/payloads.py",
@@ -38,6 +39,10 @@ OWNERS: dict[str, set[str]] = {
     "executions_fanoutitem": {"executions/fanout/spawn.py",  # a spawner's items: exploded at plan, dropped per batch
                               "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_quotausage": {"executions/core/quotas.py"},
+    "executions_pause": {"executions/core/pauses.py",  # pauses of trees and workspaces (issue 31)
+                         "executions/core/retention.py"},  # purge of whole finished trees (S19)
+    "executions_fanoutedit": {"executions/fanout/edits.py",  # the history of live edits (issue 31)
+                              "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_drainkick": {"executions/kick.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
     "executions_destination": {"executions/core/leases.py",  # the rate-limit token bucket, spent by claims

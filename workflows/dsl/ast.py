@@ -174,6 +174,7 @@ class Merge(Vertex):
     spawner: str = ""
     tolerate_child_failures: tuple[str, ...] = ()
     max_failure_ratio: float = 1.0
+    max_failures: int | None = None  # failureTolerance.maxFailures (issue 31); None: no count
     fail_fast: bool = False
     # A quorum (S26): at most one of the two. Absent from the canonical form when unset, so a
     # document without one keeps its hash.
@@ -182,9 +183,12 @@ class Merge(Vertex):
     type: ClassVar[str] = "MERGE"
 
     def _fields(self) -> dict[str, Any]:
+        tolerance: dict[str, Any] = {"maxFailureRatio": self.max_failure_ratio}
+        if self.max_failures is not None:  # added later: present only when set, so old hashes stay
+            tolerance["maxFailures"] = self.max_failures
         config: dict[str, Any] = {
             "tolerateChildFailures": list(self.tolerate_child_failures),
-            "failureTolerance": {"maxFailureRatio": self.max_failure_ratio},
+            "failureTolerance": tolerance,
             "failFast": self.fail_fast,
         }
         if self.min_successful is not None:

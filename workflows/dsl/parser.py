@@ -386,15 +386,19 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
                 statuses.add(status)
     tolerance = _or_default(config.get("failureTolerance"), {})
     if not isinstance(tolerance, dict):
-        reader.report(f"{cwhere}.failureTolerance", "must be an object with maxFailureRatio")
+        reader.report(f"{cwhere}.failureTolerance", "must be an object with maxFailureRatio and/or maxFailures")
         tolerance = {}
     for key in tolerance:
-        if key != "maxFailureRatio":
+        if key not in ("maxFailureRatio", "maxFailures"):
             reader.report(f"{cwhere}.failureTolerance{json_key(str(key))}",
                           f"unknown field '{key}' in failureTolerance")
     ratio = reader.number(tolerance, "maxFailureRatio", f"{cwhere}.failureTolerance", 1.0, low=0, high=1)
+    max_failures = None  # issue 31: a count beside the ratio (both hold); absent: no count
+    if tolerance.get("maxFailures") is not None:
+        max_failures = reader.integer(tolerance, "maxFailures", f"{cwhere}.failureTolerance", 0,
+                                      low=0, high=2**31 - 1)
     if not statuses:
-        ratio = 1.0  # nothing is tolerated, so the ratio has no effect: same logic, same hash
+        ratio, max_failures = 1.0, None  # nothing is tolerated, so they have no effect: same logic, same hash
     min_successful, min_successful_ratio = quorum.quorum(reader, config, cwhere, tolerated=bool(statuses))
     return ast.Merge(
         id=vid,
@@ -402,6 +406,7 @@ def _merge(reader: _Reader, vid: str, raw: dict[str, Any], where: str) -> ast.Ve
         spawner=spawner,
         tolerate_child_failures=tuple(sorted(statuses)),
         max_failure_ratio=ratio if ratio is not None else 1.0,
+        max_failures=max_failures,
         # A quorum merge fails fast whatever it says: same logic, same hash.
         fail_fast=reader.boolean(config, "failFast", cwhere, False) or bool(min_successful or min_successful_ratio),
         min_successful=min_successful,
