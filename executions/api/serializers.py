@@ -85,6 +85,18 @@ class StorableJSONField(serializers.JSONField):
 
 # --- request bodies --------------------------------------------------------------------------
 
+class PriorityField(serializers.IntegerField):
+    """A priority, 1 (first) to 5, as a JSON integer: not a string of digits, not a boolean."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=1, max_value=5, **kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
 class StartExecution(StrictSerializer):
     schema_extra = {"anyOf": [{"required": ["workflow"]},
                               {"required": ["version"], "properties": {"version": {"type": "string"}}}]}
@@ -94,11 +106,18 @@ class StartExecution(StrictSerializer):
                                  help_text="A version hash to pin (of `workflow`, if given).")
     input = StorableJSONField(required=False, default=dict, allow_null=True,
                               help_text="The execution input (any JSON; `{}` if omitted).")
+    priority = PriorityField(required=False, help_text="1 (first) to 5; default 3. Every descendant shares it; within "
+                                                  "the workspace higher priorities are claimed first (with aging).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("workflow") and not attrs.get("version"):
             raise serializers.ValidationError({"workflow": ["give a workflow key or a version hash"]})
         return attrs
+
+
+class ChangeExecution(StrictSerializer):
+    priority = PriorityField(help_text="The tree's new priority, 1 (first) to 5: the root's and every "
+                                                  "descendant's, running or not.")
 
 
 class RetryExecution(StrictSerializer):
@@ -195,6 +214,7 @@ class ExecutionSerializer(serializers.Serializer):
     spawn_vertex = serializers.CharField(allow_null=True, help_text="The parent's SPAWNER vertex (children only).")
     item_index = serializers.IntegerField(allow_null=True, help_text="Index of its item in the fan-out.")
     depth = serializers.IntegerField()
+    priority = serializers.IntegerField(help_text="1 (first) to 5, shared by the whole tree.")
     attempt = serializers.IntegerField()
     error = serializers.CharField(allow_blank=True)
     idempotency_key = serializers.CharField(allow_null=True)

@@ -68,17 +68,19 @@ def resolve_version(workspace_id: int, *, workflow: str | None = None, version: 
 def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None = None,
              version: str | None = None, definition_id: int | None = None, execution_id: uuid.UUID | None = None,
              idempotency_key: str | None = None, request: str = "", chained_from: uuid.UUID | None = None,
-             created_by: str = "", system_actor: sudo.VerifiedActor | None = None) -> tuple[uuid.UUID, bool]:
+             created_by: str = "", system_actor: sudo.VerifiedActor | None = None,
+             priority: int | None = None) -> tuple[uuid.UUID, bool]:
     """Start an execution inside the caller's transaction; returns ``(id, created)`` — the
     existing id for a repeated idempotency key. Reserves one execution of quota. A reserved
-    workflow needs ``system_actor``, or (for a CHAIN, ``chained_from``) a reserved starter."""
+    workflow needs ``system_actor``, or (for a CHAIN, ``chained_from``) a reserved starter.
+    ``priority`` None: the chaining execution's, else the default (records.INSERT_EXECUTIONS)."""
     target = resolve_version(workspace_id, workflow=workflow, version=version, definition_id=definition_id)
     _guard_start(cursor, target.definition.key, system_actor, chained_from)
     text = payloads.encode(input)
     new_id = execution_id or uuid.uuid4()
     inserted = records.insert_executions(cursor, [records.NewExecution(
         workspace_id, target.definition_id, target.pk, id=new_id, idempotency_key=idempotency_key,
-        request_hash=request, chained_from_id=chained_from, created_by=created_by)])
+        request_hash=request, chained_from_id=chained_from, created_by=created_by, priority=priority)])
     if not inserted:
         if idempotency_key is None:  # only a CHAIN's derived id repeats without a key
             return new_id, False

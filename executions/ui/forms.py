@@ -230,6 +230,7 @@ def _refuse_constant(name: str) -> Any:
 
 class StartForm(JsonInputForm):
     idempotency_key = forms.CharField(required=False, strip=True, max_length=255)
+    priority = forms.IntegerField(required=False, min_value=1, max_value=5)
 
 
 class RetryInputForm(JsonInputForm):

@@ -70,7 +70,7 @@ def start(request: UiRequest, key: str) -> HttpResponse:
         principal.require(Role.OPERATOR, "start executions")
         started = services.start_execution(principal.workspace, workflow=key, input=form.cleaned_data["input"],
                                            idempotency_key=form.cleaned_data["idempotency_key"] or None,
-                                           created_by=principal.label)
+                                           created_by=principal.label, priority=form.cleaned_data["priority"])
     url = reverse("ui:execution-detail", args=[started.execution.pk])
     if request.htmx:
         return HttpResponseClientRedirect(url)

@@ -13,6 +13,7 @@ from django.db import connection
 from executions import worker
 from executions.core import payloads
 from tests.support import helpers
+from tests.support.plans import plan, scans
 
 FINISHED = 60_000
 
@@ -45,27 +46,6 @@ def finished_steps(workspace):
         cursor.execute("ANALYZE executions_step, executions_execution, workflows_workspace, "
                        "workflows_workflowdefinition, workflows_workflowversion")
     helpers.start(workspace, "one", {"x": 1})  # one READY step, so the claim index is not empty
-
-
-def plan(sql: str) -> dict:
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
-        row = cursor.fetchone()[0]
-    return row if isinstance(row, list | dict) else json.loads(row)
-
-
-def scans(node: dict | list) -> list[tuple[str, str | None, str | None]]:
-    """Every scan node of a plan: (node type, relation, index)."""
-    if isinstance(node, list):
-        return [s for n in node for s in scans(n)]
-    found = []
-    if "Plan" in node:
-        return scans(node["Plan"])
-    if "Relation Name" in node:
-        found.append((node["Node Type"], node.get("Relation Name"), node.get("Index Name")))
-    for child in node.get("Plans", []):
-        found.extend(scans(child))
-    return found
 
 
 @pytest.mark.parametrize("name", ["NEXT_DUE", "WORK_PENDING"])

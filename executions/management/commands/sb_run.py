@@ -38,6 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--hash", dest="version_hash", help="run this version hash instead of the current one")
         parser.add_argument("--workspace", default="default")
         parser.add_argument("--idempotency-key", help="return the existing execution for a repeated key")
+        parser.add_argument("--priority", type=int, help="1 (first) to 5 (default 3), shared by every descendant")
         parser.add_argument("--wait", action="store_true", help="follow the execution until it finishes")
         parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (with --wait)")
 
@@ -55,7 +56,7 @@ class Command(BaseCommand):
                     data = self._upload(workspace, data, options)
                 started = services.start_execution(
                     workspace, workflow=options["workflow"], version=options["version_hash"], input=data,
-                    idempotency_key=options["idempotency_key"], created_by="cli:sb_run",
+                    idempotency_key=options["idempotency_key"], created_by="cli:sb_run", priority=options["priority"],
                 )
         except Workspace.DoesNotExist as error:
             raise CommandError(f"no workspace '{options['workspace']}'") from error
