@@ -275,6 +275,9 @@ class Step(models.Model):
     root = models.ForeignKey(Execution, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
                              db_index=False, db_constraint=False)
     priority = models.PositiveSmallIntegerField(db_default=3)
+    # Its execution's depth (0: a root), copied like the above: among steps of a root due at the
+    # same instant the deeper one is claimed first (fairness.py, "Ties"), not the heap's order.
+    depth = models.PositiveSmallIntegerField(db_default=0)
     # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
     state = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
@@ -293,8 +296,9 @@ class Step(models.Model):
             models.Index(fields=["due_at"], name="step_claim_free",
                          condition=Q(status="READY", destination__isnull=True)),
             # The fair claim of plain steps (fairness.py): per workspace, per priority, per root, oldest
-            # due first. Held steps (records.HELD_UNTIL) are left out, so a probe never walks them.
-            models.Index(fields=["workspace", "priority", "root", "due_at"], name="step_claim_fair",
+            # due first, deeper first among equal due times. Held steps (records.HELD_UNTIL) are left
+            # out, so a probe never walks them.
+            models.Index(fields=["workspace", "priority", "root", "due_at", "-depth"], name="step_claim_fair",
                          condition=Q(status="READY", workspace__isnull=False,
                                      due_at__lt=datetime(9999, 12, 31, tzinfo=UTC))),
             models.Index(fields=["destination", "due_at"], name="step_claim_destination",

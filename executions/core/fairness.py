@@ -127,14 +127,18 @@ DUE_FLOWS = f"""
 # A step that must be claimed alone (leases.py, "Isolation"); unqualified, for every claim's statement.
 SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"
 
-# Up to ``n`` due steps of each (workspace, priority, root), oldest due first, locked.
+# Up to ``n`` due steps of each (workspace, priority, root), oldest due first, locked. Ties of
+# due time (steps one commit made due: a child's next step and the ancestor's MERGE its end woke)
+# go to the deeper execution: a merge then judges the latest state of its children, and a tree
+# is worked depth first. Without the ``depth`` key the heap's order decided — where the free
+# space map put each row's new version — and that changed from one run to the next.
 TAKE = f"""
     SELECT c.id, c.suspect, q.o FROM unnest(%(ws)s::bigint[], %(priorities)s::smallint[], %(roots)s::uuid[],
                                             %(ns)s::int[]) WITH ORDINALITY AS q(ws, p, root, n, o)
     CROSS JOIN LATERAL (
         SELECT s.id, {SUSPECT} AS suspect FROM executions_step s
         WHERE {_DUE} AND s.workspace_id = q.ws AND s.priority = q.p AND s.root_id = q.root
-        ORDER BY s.due_at LIMIT q.n
+        ORDER BY s.due_at, s.depth DESC LIMIT q.n
         FOR UPDATE OF s SKIP LOCKED) c
     ORDER BY q.o
 """  # noqa: S608 - constant SQL
@@ -148,7 +152,7 @@ BEYOND = f"""
     CROSS JOIN LATERAL (
         SELECT s.id, {SUSPECT} AS suspect FROM executions_step s
         WHERE {_DUE} AND s.workspace_id = q.ws AND s.id <> ALL(%(taken)s::bigint[])
-        ORDER BY s.workspace_id, s.priority, s.root_id, s.due_at LIMIT q.n
+        ORDER BY s.workspace_id, s.priority, s.root_id, s.due_at, s.depth DESC LIMIT q.n
         FOR UPDATE OF s SKIP LOCKED) c
     ORDER BY q.o
 """  # noqa: S608 - constant SQL

@@ -51,11 +51,11 @@ HELD_REASON = "waiting for a slot: its fan-out runs at most maxConcurrency child
 INSERT_STEPS = """
     INSERT INTO executions_step (execution_id, vertex, prev_vertex, attempt, max_attempts, due_at, wait_reason,
                                  destination_id, lease_expiries, state, error, created_at, workspace_id, root_id,
-                                 priority)
+                                 priority, depth)
     SELECT n.execution_id, n.vertex, n.prev_vertex, 1, n.max_attempts,
            CASE WHEN n.held THEN %(held_until)s::timestamptz ELSE now() END,
            CASE WHEN n.held THEN %(held_reason)s ELSE '' END, d.id, 0, '{}'::jsonb, '', now(),
-           CASE WHEN d.id IS NULL THEN e.workspace_id END, e.root_id, e.priority
+           CASE WHEN d.id IS NULL THEN e.workspace_id END, e.root_id, e.priority, e.depth
     FROM unnest(%(executions)s::uuid[], %(vertices)s::varchar[], %(prevs)s::varchar[], %(max_attempts)s::int[],
                 %(workspaces)s::bigint[], %(destinations)s::varchar[], %(held)s::boolean[])
          AS n(execution_id, vertex, prev_vertex, max_attempts, workspace_id, destination, held)

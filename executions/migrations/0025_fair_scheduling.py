@@ -45,6 +45,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='step',
+            name='depth',
+            field=models.PositiveSmallIntegerField(db_default=0),
+        ),
+        migrations.AddField(
+            model_name='step',
             name='root',
             field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='executions.execution'),
         ),
@@ -57,7 +62,8 @@ class Migration(migrations.Migration):
         # reads them; a retried finished step is claimed through them too). Priorities start at 3.
         migrations.RunSQL(
             """UPDATE executions_step s
-               SET workspace_id = CASE WHEN s.destination_id IS NULL THEN e.workspace_id END, root_id = e.root_id
+               SET workspace_id = CASE WHEN s.destination_id IS NULL THEN e.workspace_id END, root_id = e.root_id,
+                   depth = e.depth
                FROM executions_execution e WHERE e.id = s.execution_id""",
             migrations.RunSQL.noop),
         migrations.AddIndex(
@@ -65,7 +71,7 @@ class Migration(migrations.Migration):
             index=models.Index(condition=models.Q(('due_at__lt', datetime.datetime(9999, 12, 31, 0, 0,
                                                                                    tzinfo=datetime.UTC)),
                                                   ('status', 'READY'), ('workspace__isnull', False)),
-                               fields=['workspace', 'priority', 'root', 'due_at'], name='step_claim_fair'),
+                               fields=['workspace', 'priority', 'root', 'due_at', '-depth'], name='step_claim_fair'),
         ),
         migrations.AddConstraint(
             model_name='execution',

@@ -145,3 +145,34 @@ def test_a_claim_does_not_wait_for_another_claimer_holding_the_scheduler_state(t
         counts = by("workspace_id", helpers.claim(10))
         other.rollback()
     assert sum(counts.values()) == 10 and min(counts[first.id], counts[second.id]) >= 4, counts
+
+
+# A root's own step (depth 0, a MERGE woken by its children, say) and a child's step (depth 1),
+# due at the same instant — as one commit makes them: written in either order, the heap puts
+# them in either order, and the claim must not depend on it.
+TWIN = """
+    INSERT INTO executions_step (execution_id, vertex, attempt, max_attempts, due_at, wait_reason, state, error,
+                                 lease_expiries, created_at, workspace_id, root_id, priority, depth)
+    SELECT e.id, %(vertex)s, 1, 1, s.due_at, '', '{}', '', 0, now(), e.workspace_id, e.root_id, e.priority, e.depth
+    FROM executions_execution e, executions_step s WHERE e.id = %(execution)s AND s.id = %(like)s
+    RETURNING id
+"""
+
+
+@pytest.mark.parametrize("root_step_written", ["first", "last"])
+def test_among_steps_due_at_once_a_roots_deeper_work_comes_first(db, root_step_written):
+    """Ties of due time within a root go to the deeper execution's step (a child before the
+    ancestor's merge woken in the same commit), whatever the heap order of the rows."""
+    workspace = weighted("ws", 1)
+    [root] = fill(workspace, 1, roots=1)
+    child_step = Step.objects.get(root_id=root)
+    with connection.cursor() as cursor:
+        if root_step_written == "first":  # the root's row before the child's in the heap
+            cursor.execute(TWIN, {"vertex": "join", "execution": root, "like": child_step.id})
+            cursor.execute(TWIN, {"vertex": "next", "execution": child_step.execution_id, "like": child_step.id})
+            Step.objects.filter(pk=child_step.pk).delete()
+        else:
+            cursor.execute(TWIN, {"vertex": "join", "execution": root, "like": child_step.id})
+    [first] = helpers.claim(1)
+    assert Step.objects.get(pk=first.step_id).execution_id != root, "the child's step first"
+    assert [Step.objects.get(pk=c.step_id).execution_id for c in helpers.claim(1)] == [root]

@@ -27,9 +27,9 @@ FILL = """
         RETURNING id, root_id
     )
     INSERT INTO executions_step (execution_id, vertex, attempt, max_attempts, due_at, wait_reason, state, error,
-                                 lease_expiries, created_at, workspace_id, root_id, priority)
+                                 lease_expiries, created_at, workspace_id, root_id, priority, depth)
     SELECT c.id, 't', 1, 1, now() - make_interval(secs => %(age)s), '', '{}', '', 0, now(), %(workspace)s,
-           c.root_id, %(priority)s
+           c.root_id, %(priority)s, 1
     FROM c
     RETURNING root_id
 """
