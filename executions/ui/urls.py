@@ -3,7 +3,15 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from executions.ui import actions, execution_views, rate_limits, schedule_views, workflow_views, workspace_views
+from executions.ui import (
+                          actions,
+                          execution_views,
+                          priority_actions,
+                          rate_limits,
+                          schedule_views,
+                          workflow_views,
+                          workspace_views,
+)
 
 app_name = "ui"
 
@@ -25,6 +33,7 @@ urlpatterns = [
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),
     path(f"{execution}/cancel", actions.cancel_execution, name="execution-cancel"),
+    path(f"{execution}/priority", priority_actions.change_priority, name="execution-priority"),
     path(f"{execution}/children/cancel-open", actions.cancel_open_children, name="cancel-open-children"),
     path(f"{execution}/steps/<str:vertex>/retry", actions.retry_step, name="step-retry"),
     path(f"{execution}/steps/<str:vertex>/complete", actions.complete_step, name="step-complete"),

@@ -123,3 +123,27 @@ def test_the_start_form_takes_a_priority_and_the_execution_view_shows_it(tree: A
     assert execution.priority == 2
     page = text(operator.get(reverse("ui:execution-detail", args=[execution.pk])))
     assert "<dd data-priority>2</dd>" in page
+
+
+def test_the_execution_views_control_changes_the_trees_priority_audited(tree: Any) -> None:
+    """The header's control (operator role, CSRF-checked POST, the service the PATCH calls)."""
+    root = helpers.start(tree, "parent", {"items": [{"i": 1}, {"i": 2}]})
+    helpers.claim_runs(1)  # the spawner RUNNING: the tree is running
+    url = reverse("ui:execution-priority", args=[root.pk])
+    operator = client_for(tree, Role.OPERATOR, "oper")
+    page = text(operator.get(reverse("ui:execution-detail", args=[root.pk])))
+    assert f'hx-post="{url}"' in page and 'aria-label="New priority"' in page
+    bad = operator.post(url, {"priority": "0"}, HTTP_HX_REQUEST="true")
+    assert bad.status_code == 400 and "priority" in bad.content.decode()
+    assert helpers.refresh(root).priority == 3
+    viewer = client_for(tree, Role.VIEWER, "view")
+    assert 'aria-label="New priority"' not in text(viewer.get(reverse("ui:execution-detail", args=[root.pk])))
+    assert viewer.post(url, {"priority": "1"}, HTTP_HX_REQUEST="true").status_code == 403
+    refused = last_audit("execution.priority")
+    assert refused.outcome == AuditEvent.Outcome.REFUSED and helpers.refresh(root).priority == 3
+    done = operator.post(url, {"priority": "1"}, HTTP_HX_REQUEST="true")
+    assert done.status_code == 200 and "set to 1 (was 3)" in done.content.decode()
+    assert set(Step.objects.filter(root_id=root.pk).values_list("priority", flat=True)) == {1}
+    audit = last_audit("execution.priority")
+    assert audit.outcome == AuditEvent.Outcome.ACCEPTED and audit.detail == {"priority": 1, "was": 3}
+    assert audit.target == str(root.pk)
