@@ -105,6 +105,7 @@ class Command(BaseCommand):
         fairness.add_argument("--items", type=int, default=200_000, help="the flooding workspace's items")
         fairness.add_argument("--sybil", action="store_true", help="the flood as 50 fan-outs instead of one")
         fairness.add_argument("--workers", type=int, default=2)
+        fairness.add_argument("--small-items", type=int, default=100, help="workspace B's fan-out's items")
         steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
         steps.add_argument("--items", type=int, default=4_000)
         for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, fairness, steps, waiting):
@@ -201,7 +202,8 @@ class Command(BaseCommand):
     def _fairness(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import fairness
 
-        return fairness.run(options["items"], options["workers"], sybil=options["sybil"])
+        return fairness.run(options["items"], options["workers"], sybil=options["sybil"],
+                            small_items=options["small_items"])
 
     def _flow(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import flow
