@@ -157,14 +157,14 @@ BEYOND = f"""
     ORDER BY q.o
 """  # noqa: S608 - constant SQL
 
-# For the rest of the claim's transaction, plans by index only. The fair claim's statements are
-# loose index scans: on any other plan each probe reads every due step (O(N) per descent). The
-# predicate alone does not ensure it — with statistics that lag the table (after a TRUNCATE, or
-# while a sudden million rows wait for autovacuum) the planner judged a sequential scan of
-# 200,000 steps cheaper than one descent, and `bench fairness` crawled at 15 steps/s. The
-# claim's other statements (the destination claim, the claim's UPDATE, loading the runs) are
-# index lookups anyway. One round trip, two statements (no parameters: one simple query).
-PLAN_BY_INDEX = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+# No planner switch: every statement here is index-driven by its shape. Each probe is an
+# ORDER BY of step_claim_fair's leading keys with LIMIT 1 under equalities on the keys before
+# (a loose index scan: one descent), and every condition implies the index's predicate
+# (``workspace_id`` is set on plain steps alone) while none says ``destination_id IS NULL``, so
+# no other partial index — step_claim_free, in due order, whose walk is O(due steps) — can
+# serve it. tests/integration/test_fair_claim_plans.py checks the plans at a million ready
+# steps with analysed statistics, and with statistics that predate the fill (never analysed;
+# analysed while the table was empty, as after a TRUNCATE).
 
 LOCK_CLOCK = "SELECT 1 FROM executions_fairclock WHERE id = 1 FOR UPDATE SKIP LOCKED"
 CREATE_CLOCK = """INSERT INTO executions_fairclock (id, workspace_cursor) VALUES (1, 0)
@@ -226,12 +226,6 @@ def claim_plain(cursor: Any, room: int) -> list[tuple[int, bool]]:
     if (len(flows) > 1 or any(f.visited > 1 for f in flows)) and _hold_clock(cursor):
         _save(cursor, flows, window_full=len(flows) == window, after=after)
     return rows
-
-
-def plan_by_index(cursor: Any) -> None:
-    """Make the rest of the caller's transaction plan by index (see PLAN_BY_INDEX): call it
-    before the first ``claim_plain`` of a claim."""
-    cursor.execute(PLAN_BY_INDEX)
 
 
 def _hold_clock(cursor: Any) -> bool:

@@ -342,8 +342,6 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
     # a busy drain before it takes anything (see Isolation above); then destination steps,
     # then plain steps again with what is left.
     passes = (("plain", min(plain_room, max(1, limit // 2))), ("bound", bound_room), ("plain", plain_room))
-    if plain_room > 0:
-        fairness.plan_by_index(cursor)
     for kind, room in passes:
         room = min(room - (bound if kind == "bound" else len(claimed) - bound), limit - len(claimed))
         if room <= 0 or not (more_bound if kind == "bound" else more_plain):
