@@ -26,7 +26,8 @@ BENCH_DB = os.environ.get("SB_BENCH_DB", "schemabridge_bench")
 ENGINE_TABLES = [
     "executions_event", "executions_payload", "executions_payloadusage", "executions_fanout",
     "executions_destinationcall", "executions_step", "executions_execution", "executions_quotausage",
-    "executions_workerprocess", "executions_wait", "executions_externalevent", "django_q_ormq", "django_q_task",
+    "executions_workerprocess", "executions_wait", "executions_externalevent", "executions_fairshare",
+    "executions_fairclock", "django_q_ormq", "django_q_task",
 ]
 
 

@@ -7,7 +7,7 @@ enforces it). Times that matter for correctness (due times, leases) are database
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
@@ -88,6 +88,9 @@ class Execution(models.Model):
     spawn_vertex = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: not a child
     item_index = models.IntegerField(null=True, blank=True)
     depth = models.PositiveSmallIntegerField(default=0)
+    # 1 (first) to 5; the whole tree shares its root's (records.py inherits it, priorities.py
+    # changes it); the claim serves a workspace's higher priorities first (fairness.py).
+    priority = models.PositiveSmallIntegerField(db_default=3)
     chained_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                      related_name="chained_to", db_index=False)
     # Business keys and tags (issue 31 §4). A child's item key: its item's value at the
@@ -118,6 +121,7 @@ class Execution(models.Model):
                                     condition=Q(item_index__isnull=False)),
             models.UniqueConstraint(fields=["workspace", "idempotency_key"], name="execution_unique_idempotency_key",
                                     condition=Q(idempotency_key__isnull=False)),
+            models.CheckConstraint(condition=Q(priority__gte=1, priority__lte=5), name="execution_priority_range"),
         ]
         indexes = [
             models.Index(fields=["workspace", "-created_at"], name="execution_ws_created"),
@@ -287,6 +291,18 @@ class Step(models.Model):
     # Throttled answers of its destination this round of attempts (they cost no attempt, up to
     # the destination's max_throttled_waits; executions/core/flow.py).
     throttled_waits = models.PositiveIntegerField(default=0, db_default=0)
+    # Copied from its execution at insert (records.py) so the fair claim (fairness.py) walks one
+    # index per workspace, root and priority; no constraints (each would cost every insert a check).
+    # ``workspace`` only on a plain step (no destination): it is the fair claim's key, and the
+    # index's predicate (see step_claim_fair); a destination step is claimed per destination.
+    workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
+                                  db_index=False, db_constraint=False)
+    root = models.ForeignKey(Execution, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+",
+                             db_index=False, db_constraint=False)
+    priority = models.PositiveSmallIntegerField(db_default=3)
+    # Its execution's depth (0: a root), copied like the above: among steps of a root due at the
+    # same instant the deeper one is claimed first (fairness.py, "Ties"), not the heap's order.
+    depth = models.PositiveSmallIntegerField(db_default=0)
     # Vertex-private progress that must survive redelivery (a spawner's cursor, a timer).
     state = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
@@ -304,6 +320,12 @@ class Step(models.Model):
             # The claim predicates (leases.py), one per kind of claim.
             models.Index(fields=["due_at"], name="step_claim_free",
                          condition=Q(status="READY", destination__isnull=True)),
+            # The fair claim of plain steps (fairness.py): per workspace, per priority, per root, oldest
+            # due first, deeper first among equal due times. Held steps (records.HELD_UNTIL) are left
+            # out, so a probe never walks them.
+            models.Index(fields=["workspace", "priority", "root", "due_at", "-depth"], name="step_claim_fair",
+                         condition=Q(status="READY", workspace__isnull=False,
+                                     due_at__lt=datetime(9999, 12, 31, tzinfo=UTC))),
             models.Index(fields=["destination", "due_at"], name="step_claim_destination",
                          condition=Q(status="READY", destination__isnull=False)),
             # The reaper, and in-flight counts per destination (slots).
@@ -450,6 +472,31 @@ class QuotaUsage(models.Model):
         return f"{self.workspace_id} {self.day}: {self.used:,}"
 
 
+class FairShare(models.Model):
+    """The fair claim's memory of a workspace (executions/core/fairness.py): the credit it is
+    owed (deficit round-robin) and the root it served last. Written by the claimer that holds
+    the FairClock row."""
+
+    workspace = models.OneToOneField(Workspace, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    deficit = models.FloatField(db_default=0.0)
+    root_cursor = models.UUIDField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}: {self.deficit:.2f}"
+
+
+class FairClock(models.Model):
+    """A single row: the workspace the fair claim served last (its round-robin cursor). A
+    claimer locks it (SKIP LOCKED) to update the scheduling state; one that finds it locked
+    claims from the state as it is."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    workspace_cursor = models.BigIntegerField(db_default=0)
+
+    def __str__(self) -> str:
+        return f"fair clock (after workspace {self.workspace_cursor})"
+
+
 class DrainKick(models.Model):
     """A single row throttling how often new drain tasks are enqueued (kick.py)."""
 
@@ -512,6 +559,7 @@ class Schedule(models.Model):
     input = models.JSONField(default=dict, blank=True)
     catch_up = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    priority = models.PositiveSmallIntegerField(default=3, db_default=3)  # of the executions it starts
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True, help_text="The last fire time that started an execution.")
     # No foreign key: data lifecycle may delete old executions; the UI links it while it exists.

@@ -355,6 +355,9 @@ SB: dict[str, Any] = {
     # Lease on a claimed step; renewed while the step runs. A dead worker's step is
     # re-claimed after this long.
     "LEASE_SECONDS": env_float("SB_LEASE_SECONDS", 30.0),
+    # Priorities age (docs/architecture.md, "Scheduling"): ready work that has waited this long
+    # counts as one priority level higher, per such interval, so low priorities still move.
+    "PRIORITY_AGING_SECONDS": env_float("SB_PRIORITY_AGING_SECONDS", 60.0),
     # Children created per INSERT statement by a spawner (S3).
     "SPAWN_BATCH": env_int("SB_SPAWN_BATCH", 1000),
     # Children a bulk operation acts on per transaction (issue 31 §5, services/bulk.py).

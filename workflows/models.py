@@ -31,6 +31,14 @@ class Plan(models.Model):
         help_text="Bytes of uploads a workspace may keep stored at once (until they expire or are deleted); "
                   "uploads share the payload store with every workspace's inputs and outputs.",
     )
+    weight = models.PositiveSmallIntegerField(
+        default=1, db_default=1,
+        help_text="The workspace's share of the workers when several workspaces have work ready: claims are "
+                  "divided in proportion to the weights (docs/architecture.md, \"Scheduling\").",
+    )
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(weight__gte=1), name="plan_weight_positive")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.executions_per_day:,}/day)"

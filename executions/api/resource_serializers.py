@@ -113,6 +113,7 @@ class CreateSchedule(StrictSerializer):
     input = _schedule("input", " Default {}.")
     catch_up = _schedule("catch_up", " Default false.")
     enabled = _schedule("enabled", " Default true.")
+    priority = _schedule("priority", " Default 3.")
 
 
 class UpdateSchedule(StrictSerializer):
@@ -126,6 +127,7 @@ class UpdateSchedule(StrictSerializer):
     input = _schedule("input")
     catch_up = _schedule("catch_up")
     enabled = _schedule("enabled")
+    priority = _schedule("priority")
 
 
 # --- representations -------------------------------------------------------------------------
@@ -200,6 +202,7 @@ class ScheduleSerializer(serializers.Serializer):
     input = serializers.JSONField()
     catch_up = serializers.BooleanField()
     enabled = serializers.BooleanField()
+    priority = serializers.IntegerField(help_text="The priority of the executions it starts, 1 (first) to 5.")
     next_run = serializers.DateTimeField(source="next_run_at", allow_null=True,
                                          help_text="The next fire time (UTC); null while paused.")
     last_run = serializers.DateTimeField(source="last_run_at", allow_null=True,

@@ -103,6 +103,18 @@ class TagsOutField(serializers.JSONField):
 
 # --- request bodies --------------------------------------------------------------------------
 
+class PriorityField(serializers.IntegerField):
+    """A priority, 1 (first) to 5, as a JSON integer: not a string of digits, not a boolean."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=1, max_value=5, **kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
 class StartExecution(StrictSerializer):
     schema_extra = {"anyOf": [{"required": ["workflow"]},
                               {"required": ["version"], "properties": {"version": {"type": "string"}}}]}
@@ -115,11 +127,18 @@ class StartExecution(StrictSerializer):
     tags = TagsField(required=False, allow_null=True,
                      help_text="Up to 20 string pairs (keys 1-64 of `a-z 0-9 _ . -`, values at most 256 "
                                "characters), inherited by every descendant; search with `?tag=key:value`.")
+    priority = PriorityField(required=False, help_text="1 (first) to 5; default 3. Every descendant shares it; within "
+                                                  "the workspace higher priorities are claimed first (with aging).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("workflow") and not attrs.get("version"):
             raise serializers.ValidationError({"workflow": ["give a workflow key or a version hash"]})
         return attrs
+
+
+class ChangeExecution(StrictSerializer):
+    priority = PriorityField(help_text="The tree's new priority, 1 (first) to 5: the root's and every "
+                                                  "descendant's, running or not.")
 
 
 class RetryExecution(StrictSerializer):
@@ -245,6 +264,7 @@ class ExecutionSerializer(serializers.Serializer):
     item_key = serializers.CharField(allow_null=True, help_text="Its item's business key (the SPAWNER's `itemKey`).")
     tags = TagsOutField(help_text="Its tags: those of its start, or inherited from its parent or chainer.")
     depth = serializers.IntegerField()
+    priority = serializers.IntegerField(help_text="1 (first) to 5, shared by the whole tree.")
     attempt = serializers.IntegerField()
     error = serializers.CharField(allow_blank=True)
     idempotency_key = serializers.CharField(allow_null=True)

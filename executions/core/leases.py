@@ -1,11 +1,13 @@
 """Claims, leases, fencing and reaping (S5). Database time only.
 
-* **Claim**: ready, due steps are taken in batches with ``FOR UPDATE SKIP LOCKED`` (SKIP LOCKED because
-  a row another claimer holds is simply someone else's work; waiting on it would serialise the workers).
-  Each claimed step gets a fresh lease token and an expiry of ``now() + LEASE_SECONDS``. Steps that call
-  a destination (S11) are claimed per destination, only as many as it has free slots: in flight = its
-  RUNNING steps that hold a slot (``holds_slot``), so a slot is released by any transition out of
-  RUNNING, lease expiry included, and cannot leak. Paused work is not claimed (issue 31, pauses.py).
+* **Claim**: ready, due steps are taken in batches with ``FOR UPDATE SKIP LOCKED`` (SKIP
+  LOCKED because a row another claimer holds is simply someone else's work; waiting on it
+  would serialise the workers) — plain ones fairly across workspaces, roots and priorities
+  (fairness.py). Each claimed step gets a fresh lease token and an expiry
+  of ``now() + LEASE_SECONDS``. Steps that call a destination (S11) are claimed per
+  destination, only as many as it has free slots: in flight = its RUNNING steps that hold a
+  slot (``holds_slot``), so a slot is released by any transition out of RUNNING, lease expiry
+  included, and cannot leak. Paused work is not claimed (issue 31, pauses.py).
 * **Slots, and the queue behind them**: a drain may also claim, beyond the slots it takes,
   ``QUEUE_DEPTH`` steps per slot *without* a slot (``holds_slot = false``; not for a destination with a
   request rate, whose tokens are spent at claim). They wait in the drain's queue for one of
@@ -37,7 +39,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 
-from executions.core import flow, pauses, payloads, state
+from executions.core import fairness, flow, pauses, payloads, state
 from executions.models import StepStatus
 from executions.platform import hosts
 
@@ -52,18 +54,11 @@ S = StepStatus
 QUEUE_DEPTH = 4
 
 # A step that must be claimed alone (see Isolation above).
-SUSPECT = "(lease_expiries > 0 AND attempt >= max_attempts)"
+SUSPECT = fairness.SUSPECT
 
-# Claims lock their candidates, then move the chosen ones (_take): a suspect among them is
-# taken alone, or not at all by a drain that has work in flight.
-CLAIM_FREE = f"""
-    SELECT id, {SUSPECT} AS suspect FROM executions_step
-    WHERE status = 'READY' AND destination_id IS NULL AND due_at <= now()
-      AND {pauses.CLAIMABLE_STEP}  -- issue 31: not paused (pauses.py)
-    ORDER BY due_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-"""  # noqa: S608 - constant SQL
+# Claims lock their candidates, then move the chosen ones (_choose): a suspect among them is
+# taken alone, or not at all by a drain that has work in flight. Plain steps (no destination)
+# are chosen fairly across workspaces, roots and priorities (fairness.py).
 
 # Step 1 of a destination claim: lock the destinations that have due work (or steps in this
 # worker's queue, which may take a free slot) and are not cooling down nor open (flow.CALLABLE).
@@ -277,11 +272,9 @@ def lease_seconds() -> float:
     return float(settings.SB["LEASE_SECONDS"])
 
 
-def _take(cursor: Any, candidates_sql: str, params: dict[str, Any], alone: bool) -> tuple[list[int], bool]:
-    """Which of the (locked) candidates to claim, and whether a suspect among them waits
-    for a drain with nothing in flight. Candidates left unclaimed are unlocked at commit."""
-    cursor.execute(candidates_sql, params)
-    rows = cursor.fetchall()
+def _choose(rows: list[tuple[int, bool]], alone: bool) -> tuple[list[int], bool]:
+    """Which of the (locked) candidates ``(id, suspect)`` to claim, and whether a suspect among
+    them waits for a drain with nothing in flight. Candidates left unclaimed are unlocked at commit."""
     suspects = [step_id for step_id, suspect in rows if suspect]
     if suspects:
         return (suspects[:1] if alone else []), not alone
@@ -354,7 +347,7 @@ def claim(cursor: Any, limit: int, *, alone: bool = True, destination_limit: int
         if room <= 0 or not (more_bound if kind == "bound" else more_plain):
             continue
         if kind == "plain":
-            step_ids, waiting = _take(cursor, CLAIM_FREE, {"limit": room}, alone and not claimed)
+            step_ids, waiting = _choose(fairness.claim_plain(cursor, room), alone and not claimed)
             taken = _claim(cursor, step_ids)
             more_plain = len(step_ids) == room
         else:

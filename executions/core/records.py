@@ -17,19 +17,25 @@ from executions.platform import notify
 
 # ON CONFLICT without a target: any unique key — the primary key, the idempotency key
 # (workspace, key) and the per-item key (parent, spawn vertex, item index) — makes a row a no-op.
+# The priority is the one given, else the parent's (a child: the tree shares its root's), else that
+# of the execution whose CHAIN starts it, else the default.
 INSERT_EXECUTIONS = """
     INSERT INTO executions_execution (id, workspace_id, workflow_id, version_id, attempt, error, idempotency_key,
         request_hash, parent_id, root_id, spawned_by_id, spawn_vertex, item_index, depth, chained_from_id,
-        created_by, item_key, tags, created_at)
+        created_by, item_key, tags, created_at, priority)
     SELECT n.id, n.workspace_id, n.workflow_id, n.version_id, 1, '', n.idempotency_key, n.request_hash,
            n.parent_id, coalesce(n.root_id, n.id), n.spawned_by_id, n.spawn_vertex, n.item_index, n.depth,
-           n.chained_from_id, n.created_by, n.item_key, n.tags::jsonb, now()
+           n.chained_from_id, n.created_by, n.item_key, n.tags::jsonb, now(),
+           coalesce(n.priority, p.priority, c.priority, %(default_priority)s)
     FROM unnest(%(ids)s::uuid[], %(workspaces)s::bigint[], %(workflows)s::bigint[], %(versions)s::bigint[],
                 %(keys)s::varchar[], %(hashes)s::varchar[], %(parents)s::uuid[], %(roots)s::uuid[],
                 %(spawned_by)s::bigint[], %(spawn_vertices)s::varchar[], %(indexes)s::int[], %(depths)s::int[],
-                %(chained_from)s::uuid[], %(created_by)s::varchar[], %(item_keys)s::varchar[], %(tags)s::text[])
+                %(chained_from)s::uuid[], %(created_by)s::varchar[], %(item_keys)s::varchar[], %(tags)s::text[],
+                %(priorities)s::smallint[])
          AS n(id, workspace_id, workflow_id, version_id, idempotency_key, request_hash, parent_id, root_id,
-              spawned_by_id, spawn_vertex, item_index, depth, chained_from_id, created_by, item_key, tags)
+              spawned_by_id, spawn_vertex, item_index, depth, chained_from_id, created_by, item_key, tags, priority)
+    LEFT JOIN executions_execution p ON p.id = n.parent_id
+    LEFT JOIN executions_execution c ON c.id = n.chained_from_id
     ORDER BY n.item_index
     ON CONFLICT DO NOTHING
     RETURNING id, item_index
@@ -45,16 +51,21 @@ HELD_UNTIL = "9999-12-31T00:00:00+00:00"
 NO_DUE_TIME = "9999-12-30T00:00:00+00:00"
 HELD_REASON = "waiting for a slot: its fan-out runs at most maxConcurrency children at once"
 
-# A step's destination is resolved by name in its execution's workspace (NULL: none).
+# A step's destination is resolved by name in its execution's workspace (NULL: none); its root
+# and priority are its execution's, and so is its workspace if it is a plain step (the fair
+# claim's key and index, fairness.py; a destination step is claimed per destination).
 INSERT_STEPS = """
     INSERT INTO executions_step (execution_id, vertex, prev_vertex, attempt, max_attempts, due_at, wait_reason,
-                                 destination_id, lease_expiries, state, error, created_at)
+                                 destination_id, lease_expiries, state, error, created_at, workspace_id, root_id,
+                                 priority, depth)
     SELECT n.execution_id, n.vertex, n.prev_vertex, 1, n.max_attempts,
            CASE WHEN n.held THEN %(held_until)s::timestamptz ELSE now() END,
-           CASE WHEN n.held THEN %(held_reason)s ELSE '' END, d.id, 0, '{}'::jsonb, '', now()
+           CASE WHEN n.held THEN %(held_reason)s ELSE '' END, d.id, 0, '{}'::jsonb, '', now(),
+           CASE WHEN d.id IS NULL THEN e.workspace_id END, e.root_id, e.priority, e.depth
     FROM unnest(%(executions)s::uuid[], %(vertices)s::varchar[], %(prevs)s::varchar[], %(max_attempts)s::int[],
                 %(workspaces)s::bigint[], %(destinations)s::varchar[], %(held)s::boolean[])
          AS n(execution_id, vertex, prev_vertex, max_attempts, workspace_id, destination, held)
+    JOIN executions_execution e ON e.id = n.execution_id
     LEFT JOIN executions_destination d ON d.workspace_id = n.workspace_id AND d.name = n.destination
     ON CONFLICT (execution_id, vertex) DO NOTHING
 """
@@ -88,6 +99,10 @@ RELEASE_HELD = """
 """
 
 
+DEFAULT_PRIORITY = 3  # of an execution started without one (1 first, 5 last)
+PRIORITIES = range(1, 6)
+
+
 class NewExecution(NamedTuple):
     """An execution to insert. ``root_id`` None: it is its own root (a top-level start). A
     named tuple, not a frozen dataclass: a spawn builds one per child, and a frozen
@@ -109,6 +124,7 @@ class NewExecution(NamedTuple):
     created_by: str = ""
     item_key: str | None = None  # a child's business key (the SPAWNER's itemKey)
     tags: str | None = None  # JSON text of its tags (a descendant: its parent's or chainer's), None: none
+    priority: int | None = None  # None: inherited (see INSERT_EXECUTIONS)
 
 
 class NewStep(NamedTuple):
@@ -143,6 +159,7 @@ def insert_executions(cursor: Any, rows: Sequence[NewExecution]) -> list[tuple[u
         "created_by": [row.created_by for row in rows],
         "item_keys": [row.item_key for row in rows],
         "tags": [row.tags for row in rows],
+        "priorities": [row.priority for row in rows], "default_priority": DEFAULT_PRIORITY,
     })
     return [(row[0], row[1]) for row in cursor.fetchall()]
 

@@ -73,19 +73,21 @@ def start_in(cursor: Any, *, workspace_id: int, input: Any, workflow: str | None
              version: str | None = None, definition_id: int | None = None, execution_id: uuid.UUID | None = None,
              idempotency_key: str | None = None, request: str = "", chained_from: uuid.UUID | None = None,
              created_by: str = "", system_actor: sudo.VerifiedActor | None = None,
-             tags: str | None = None) -> tuple[uuid.UUID, bool]:
+             tags: str | None = None, priority: int | None = None) -> tuple[uuid.UUID, bool]:
     """Start an execution inside the caller's transaction; returns ``(id, created)`` — the
     existing id for a repeated idempotency key. Reserves one execution of quota. A reserved
     workflow needs ``system_actor``, or (for a CHAIN, ``chained_from``) a reserved starter.
     ``tags``: JSON text of its tags (checked by the caller: workflows/tags.py; a CHAIN passes
-    its execution's, which a chained execution inherits)."""
+    its execution's, which a chained execution inherits). ``priority`` None: the chaining
+    execution's, else the default (records.INSERT_EXECUTIONS)."""
     target = resolve_version(workspace_id, workflow=workflow, version=version, definition_id=definition_id)
     _guard_start(cursor, target.definition.key, system_actor, chained_from)
     text = payloads.encode(input)
     new_id = execution_id or uuid.uuid4()
     inserted = records.insert_executions(cursor, [records.NewExecution(
         workspace_id, target.definition_id, target.pk, id=new_id, idempotency_key=idempotency_key,
-        request_hash=request, chained_from_id=chained_from, created_by=created_by, tags=tags)])
+        request_hash=request, chained_from_id=chained_from, created_by=created_by, tags=tags,
+        priority=priority)])
     if not inserted:
         if idempotency_key is None:  # only a CHAIN's derived id repeats without a key
             return new_id, False

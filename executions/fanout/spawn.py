@@ -30,7 +30,7 @@ from executions.core.outcomes import Outcome, committed, succeeded, wait
 from executions.core.runs import StepRun
 from executions.fanout import keys
 from executions.handlers import NonRetryable
-from executions.platform import metrics
+from executions.platform import crowding, metrics
 from workflows import sudo
 from workflows.dsl import ast
 from workflows.dsl.paths import Path, PathNotFound, parse_path, render, resolve
@@ -171,14 +171,20 @@ def spawn(step: StepRun) -> Outcome:
     # A batch reads about SPAWN_BATCH items, however many go to one child.
     batch_size = max(1, int(settings.SB["SPAWN_BATCH"]) // vertex.items_per_child)
     handover_at = time.monotonic() + float(settings.SB["SPAWN_SLICE_SECONDS"])
+    root = step.execution.root_id or step.execution.id
     while cursor_at < fan["total"]:
         deferral = _pressure_deferral(fan)
         if deferral:
             return deferral
-        if cursor_at > slice_from and time.monotonic() >= handover_at:
+        crowded = cursor_at > slice_from and crowding.others_waiting(root)
+        if cursor_at > slice_from and (time.monotonic() >= handover_at or crowded):
             # A spawn longer than a drain task may run: hand the step back (READY, due now,
-            # no attempt used) so a drain can end; it resumes at the committed cursor.
-            return wait(seconds=0, reason=f"spawning: handed over at {cursor_at:,} of {fan['total']:,} items",
+            # no attempt used) so a drain can end; it resumes at the committed cursor. Also
+            # after a batch while another root's steps wait for a thread of this drain: the
+            # spawner's thread is theirs now, and the fair claim serves it again with every
+            # other flow (platform/crowding.py; issue 30).
+            why = " (other work waited for a thread)" if crowded else ""
+            return wait(seconds=0, reason=f"spawning: handed over at {cursor_at:,} of {fan['total']:,} items{why}",
                         state={SLICE: {"attempt": step.attempt, "from": walked_from, "created": created}})
         hi = min(cursor_at + batch_size, fan["total"])
         # maxConcurrency as the fan-out row has it (an operator's edit overrides the version's, issue 31)

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import OperationalError, connection, transaction
 
 from executions import selectors
-from executions.core import cancel, payloads, retention, retry, starts, state, versions
+from executions.core import cancel, payloads, priorities, retention, retry, starts, state, versions
 from executions.fanout import recovery
 from executions.models import Execution, ExecutionStatus, FanOut, Step, StepStatus
 from executions.platform import notify, transient
@@ -59,11 +59,14 @@ guard = _guard  # the same check for a bulk operation (services/bulk.py)
 def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = None,
                     version: str | None = None, idempotency_key: str | None = None,
                     created_by: str = "", system_actor: sudo.VerifiedActor | None = None,
-                    tags: Any = None) -> Started:
+                    tags: Any = None, priority: int | None = None) -> Started:
     """Start an execution of ``workflow`` (its current version) or of version ``version``,
-    with ``tags`` (string pairs, workflows/tags.py) that every descendant inherits."""
+    with ``tags`` (string pairs, workflows/tags.py) that every descendant inherits, at
+    ``priority`` (1 first to 5; None: the default, 3)."""
     if workflow is None and version is None:
         raise Invalid("give a workflow key or a version hash")
+    if priority is not None:
+        _check_priority(priority)
     if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
         raise Invalid("an idempotency key is 1 to 255 printable ASCII characters")
     if idempotency_key is not None and idempotency_key.startswith(starts.SCHEDULE_KEY_PREFIX):
@@ -81,7 +84,7 @@ def start_execution(workspace: Workspace, *, input: Any, workflow: str | None = 
         execution_id, created = starts.start_in(cursor, workspace_id=workspace.pk, input=input, workflow=workflow,
                                          version=version, idempotency_key=idempotency_key, request=fingerprint,
                                          created_by=created_by, system_actor=system_actor,
-                                         tags=tag_rules.encode(checked))
+                                         tags=tag_rules.encode(checked), priority=priority)
         if created and named:
             _fill_uploads(cursor, workspace.pk, execution_id, named)
     return Started(Execution.objects.select_related("version", "workflow").get(pk=execution_id), created)
@@ -111,6 +114,23 @@ def cancel_execution(execution: Execution, *, actor: str = "", system_actor: sud
     message = f"cancelled by {actor}" if actor else "cancelled"
     transient.retrying(lambda: _seal(execution.pk, message))
     return 1 + cancel.cancel_descendants(execution.pk, message=message)
+
+
+def _check_priority(priority: Any) -> None:
+    if (why := priorities.problem(priority)) is not None:
+        raise Invalid(f"priority {why}", errors=[{"field": "priority", "message": why}])
+
+
+def set_priority(execution: Execution, priority: int, *, system_actor: sudo.VerifiedActor | None = None) -> int:
+    """Give ``execution``'s whole tree (its root and every descendant, running or not) the
+    priority: the claim serves its ready steps by it from now on. Returns the root's old one."""
+    _check_priority(priority)
+    _guard(execution, system_actor, "changing the priority of")
+    with transaction.atomic(), connection.cursor() as cursor:
+        root = Execution.objects.select_for_update().only("id", "priority").get(pk=execution.root_id or execution.pk)
+        old = root.priority
+        priorities.set_tree_priority(cursor, root.pk, priority)
+    return old
 
 
 def _seal(execution_id: uuid.UUID, message: str) -> None:

@@ -46,7 +46,7 @@ from croniter import croniter
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import JSONField, Value
 
-from executions.core import payloads, starts
+from executions.core import payloads, priorities, starts
 from executions.models import Schedule
 from executions.services import cron, uploads
 from workflows import fields as field_rules
@@ -64,9 +64,9 @@ MAX_INPUT_BYTES = 1024 * 1024  # a schedule's input as JSON
 MAX_CRON = 200  # the column's length
 
 NAME = DESTINATION_NAME  # 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit
-FIELDS = ("name", "workflow", "cron", "timezone", "input", "catch_up", "enabled")
+FIELDS = ("name", "workflow", "cron", "timezone", "input", "catch_up", "enabled", "priority")
 REQUIRED = ("name", "workflow", "cron")
-EDITABLE = ("cron", "timezone", "input", "catch_up", "enabled")
+EDITABLE = ("cron", "timezone", "input", "catch_up", "enabled", "priority")
 
 RULES = {
     "name": "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
@@ -79,6 +79,7 @@ RULES = {
     "catch_up": "true or false: after downtime, run each missed fire time once (at most "
                 f"{CATCH_UP_LIMIT}, the most recent), or skip them",
     "enabled": "true or false; false pauses the schedule",
+    "priority": "an integer from 1 (first) to 5: the priority of the executions it starts",
 }
 ALIASES = cron.ALIASES
 # The same rules as JSON Schema, for the API's schema (``input``: any storable JSON, the API's own).
@@ -88,6 +89,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "cron": {"type": "string", "maxLength": MAX_CRON, "pattern": cron.PATTERN},
     "catch_up": {"type": "boolean"},
     "enabled": {"type": "boolean"},
+    "priority": {"type": "integer", "minimum": 1, "maximum": 5},
 }
 
 
@@ -202,8 +204,14 @@ def _flag(field: str) -> Any:
     return check
 
 
+def _priority(value: Any) -> int:
+    if priorities.problem(value) is not None:
+        raise _must("priority")
+    return int(value)
+
+
 CHECKS = {"name": _name, "workflow": _workflow, "cron": _cron, "timezone": _timezone, "input": _input,
-          "catch_up": _flag("catch_up"), "enabled": _flag("enabled")}
+          "catch_up": _flag("catch_up"), "enabled": _flag("enabled"), "priority": _priority}
 
 
 def validated(fields: dict[str, Any], *, required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -350,7 +358,7 @@ def delete_schedule(schedule: Schedule, *, system_actor: sudo.VerifiedActor | No
 # the fire times started) and takes the next due one. The partial index schedule_due serves it.
 CLAIM_DUE = """
     SELECT s.id, s.workspace_id, s.name, s.workflow_id, d.key, s.cron, s.timezone, s.input::text, s.catch_up,
-           s.next_run_at, s.system_actor, coalesce(%(now)s::timestamptz, now())
+           s.next_run_at, s.system_actor, coalesce(%(now)s::timestamptz, now()), s.priority
     FROM executions_schedule s JOIN workflows_workflowdefinition d ON d.id = s.workflow_id
     WHERE s.enabled AND s.next_run_at <= coalesce(%(now)s::timestamptz, now())
     ORDER BY s.next_run_at
@@ -386,6 +394,7 @@ class _Due:
     next_run_at: datetime
     system_actor: str
     now: datetime
+    priority: int
 
 
 def fire_due(now: datetime | None = None) -> int:
@@ -401,7 +410,7 @@ def fire_due(now: datetime | None = None) -> int:
             if row is None:
                 break
             due = _Due(row[0], row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]), row[8], row[9],
-                       row[10], row[11])
+                       row[10], row[11], row[12])
             started += _fire(cursor, due)
     return started
 
@@ -461,7 +470,7 @@ def _fire(cursor: Any, due: _Due) -> int:
                 execution_id, created = starts.start_in(
                     cursor, workspace_id=due.workspace_id, input=due.input, definition_id=due.workflow_id,
                     idempotency_key=idempotency_key(due.name, fire_time), created_by=created_by(due.name),
-                    system_actor=actor)
+                    system_actor=actor, priority=due.priority)
         except ServiceError as refused:
             error = f"{fire_time.isoformat()}: {refused.message}"[:2000]
             log.warning("schedule %s: fire time %s not started: %s", due.name, fire_time, refused.message)

@@ -309,6 +309,7 @@ class StartForm(JsonInputForm):
             raise forms.ValidationError(f"{error} (quote a value with spaces: region=\"eu west\")") from error
         except Invalid as error:
             raise forms.ValidationError(error.message) from error
+    priority = forms.IntegerField(required=False, min_value=1, max_value=5)
 
 
 class RetryInputForm(JsonInputForm):

@@ -70,7 +70,8 @@ def start(request: UiRequest, key: str) -> HttpResponse:
         principal.require(Role.OPERATOR, "start executions")
         started = services.start_execution(principal.workspace, workflow=key, input=form.cleaned_data["input"],
                                            idempotency_key=form.cleaned_data["idempotency_key"] or None,
-                                           created_by=principal.label, tags=form.cleaned_data["tags"])
+                                           created_by=principal.label, tags=form.cleaned_data["tags"],
+                                           priority=form.cleaned_data["priority"])
     url = reverse("ui:execution-detail", args=[started.execution.pk])
     if request.htmx:
         return HttpResponseClientRedirect(url)

@@ -7,12 +7,14 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import Counter
 from contextlib import suppress
 from typing import Any
 
 from django import db
 
 from executions.destinations import outbound
+from executions.platform import crowding
 from executions.worker.futures import AnyFuture, StepFuture, settle
 
 log = logging.getLogger(__name__)
@@ -105,20 +107,36 @@ class StepPool:
     or was released at shutdown would keep a stopping worker process alive."""
 
     def __init__(self, threads: int) -> None:
-        self.queue: queue.SimpleQueue[tuple[StepFuture, Any, tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[StepFuture, Any, tuple[Any, ...], Any] | None] = queue.SimpleQueue()
+        # Queued steps per root (``owner`` of submit), for platform/crowding.py: a long step
+        # hands its thread back when another root's steps wait for one.
+        self.queued: Counter[Any] = Counter()
+        self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._work, name=f"sb-step-{i}", daemon=True) for i in range(threads)]
         for thread in self.threads:
             thread.start()
 
-    def submit(self, fn: Any, *args: Any) -> StepFuture:
+    def submit(self, fn: Any, *args: Any, owner: Any = None) -> StepFuture:
         future = StepFuture()
-        self.queue.put((future, fn, args))
+        with self.lock:
+            self.queued[owner] += 1
+        self.queue.put((future, fn, args, owner))
         return future
 
+    def others_waiting(self, owner: Any) -> bool:
+        """Whether steps of another owner (root) than ``owner`` wait for a thread."""
+        with self.lock:
+            return sum(self.queued.values()) > self.queued[owner]
+
     def _work(self) -> None:
+        crowding.serve(self.others_waiting)
         try:
             while (item := self.queue.get()) is not None:
-                future, fn, args = item
+                future, fn, args, owner = item
+                with self.lock:
+                    self.queued[owner] -= 1
+                    if self.queued[owner] <= 0:
+                        del self.queued[owner]
                 if not future.set_running_or_notify_cancel():
                     continue
                 try:
@@ -145,7 +163,7 @@ class StepPool:
 class InlineExecutor:
     """A ThreadPoolExecutor look-alike that runs each call at once on the caller's thread."""
 
-    def submit(self, fn: Any, *args: Any) -> StepFuture:
+    def submit(self, fn: Any, *args: Any, owner: Any = None) -> StepFuture:
         future = StepFuture()
         try:
             future.set_result(fn(*args))

@@ -49,7 +49,7 @@ class Runners:
             loop = self.step_loop = self.step_loop or StepLoop()
         entry.on_loop = loop is not None
         if self.inline:
-            return self.pool.submit(self._execute, entry)
+            return self.pool.submit(self._execute, entry)  # runs now: no one waits for a thread
         if gate is not None:
             entry.gate = gate
             return self._start_gated(entry, gate, loop)
@@ -57,7 +57,7 @@ class Runners:
             future = StepFuture()
             loop.start(self._execute_async(entry), future)
             return future
-        return self.pool.submit(self._execute, entry)
+        return self.pool.submit(self._execute, entry, owner=entry.run.execution.root_id or entry.run.execution.id)
 
     def _start_gated(self, entry: InFlight, gate: SlotGate, loop: StepLoop | None) -> StepFuture:
         """Queue the step at its gate. When the gate starts it, the step takes the gate's copy

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-BENCHMARKS = ["fanout", "floor", "baseline", "redelivery", "scale", "ui", "cluster", "destination", "flow", "steps",
-              "callbacks"]
+BENCHMARKS = ["fanout", "floor", "baseline", "redelivery", "scale", "ui", "cluster", "destination", "flow", "fairness",
+              "steps", "callbacks"]
 
 
 @pytest.mark.parametrize("args", [["--help"], *[[name, "--help"] for name in BENCHMARKS]])

@@ -192,14 +192,16 @@ def test_a_limit_of_zero_still_stops_a_destination(workspace: Any) -> None:
 
 
 def test_nothing_paused_costs_the_claim_no_walk(workspace: Any) -> None:
-    """The pause predicate with an empty pause table: one InitPlan, no subplan per row."""
+    """The pause predicate with an empty pause table: one InitPlan, no subplan per row, in the
+    fair claim's take of plain steps (fairness.TAKE, whose predicate the other fair statements share)."""
     helpers.publish(workspace, "one", helpers.NOOP)
-    helpers.start(workspace, "one", {})
-    from executions.core import leases
+    started = helpers.start(workspace, "one", {})
+    from executions.core import fairness
 
+    take = fairness.TAKE.replace("FOR UPDATE OF s SKIP LOCKED", "")
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + leases.CLAIM_FREE.replace("FOR UPDATE SKIP LOCKED", ""),
-                       {"limit": 10})
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT TEXT) " + take,
+                       {"ws": [workspace.id], "priorities": [3], "roots": [started.pk], "ns": [10]})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "InitPlan" in plan and "(never executed)" in plan, plan
 

@@ -1,15 +1,16 @@
-"""Reading query plans in tests: what a plan scans and which indexes it reads."""
+"""Reading query plans: EXPLAIN a statement, list its scans (the plan tests)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.db import connection
 
 
-def plan(sql: str) -> dict:
+def plan(sql: str, params: dict[str, Any] | None = None) -> Any:
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
         row = cursor.fetchone()[0]
     return row if isinstance(row, list | dict) else json.loads(row)
 

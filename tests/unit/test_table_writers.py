@@ -17,8 +17,10 @@ PACKAGES = ("executions", "workflows", "schemabridge_site")
 # table -> the modules that may write it, and why.
 OWNERS: dict[str, set[str]] = {
     "executions_execution": {"executions/core/records.py",  # inserts; status: state.py
+                             "executions/core/priorities.py",  # a tree's priority (issue 30)
                              "executions/core/retention.py"},  # retention marks and position; purge (S19)
     "executions_step": {"executions/core/records.py",  # inserts; status: state.py
+                        "executions/core/priorities.py",  # a tree's priority, copied to its open steps
                         "executions/core/leases.py",  # lease renewal (the fence)
                         "executions/core/waits.py",  # a waiting step's heartbeat moves its due time
                         "executions/core/retention.py"},  # purge of whole finished trees (S19)
@@ -44,6 +46,8 @@ OWNERS: dict[str, set[str]] = {
     "executions_fanoutedit": {"executions/fanout/edits.py",  # the history of live edits (issue 31)
                               "executions/core/retention.py"},  # purge of whole finished trees (S19)
     "executions_drainkick": {"executions/kick.py"},
+    "executions_fairshare": {"executions/core/fairness.py"},  # the fair claim's credits and cursors
+    "executions_fairclock": {"executions/core/fairness.py"},
     "executions_workerprocess": {"executions/registry.py"},  # registrations, heartbeats, expiry
     "executions_destination": {"executions/core/leases.py",  # the rate-limit token bucket, spent by claims
                                "executions/core/flow.py"},  # flow control's state: cooldown, current limit, breaker

@@ -12,6 +12,7 @@
     manage.py bench steps --items 4000        (an HTTP child's cost to one drain, phase by phase)
     manage.py bench flow --scenario rate|capacity|outage   (429s, overload and an outage; issue 29)
     manage.py bench callbacks --items 10000   (children waiting for callbacks, duplicates, one event; issue 32)
+    manage.py bench fairness [--sybil] --json  (a small workspace's job under another's flood; issue 30)
 """
 
 from __future__ import annotations
@@ -99,9 +100,15 @@ class Command(BaseCommand):
         waiting.add_argument("--workers", type=int, default=2)
         waiting.add_argument("--duplicates", type=int, default=1_000, help="concurrent copies of one callback")
         waiting.add_argument("--threads", type=int, default=8, help="concurrent callers")
+        fairness = sub.add_parser("fairness", help="a small workspace's fan-out and one-step execution while another "
+                                                   "workspace runs a 200,000-item fan-out (issue 30)")
+        fairness.add_argument("--items", type=int, default=200_000, help="the flooding workspace's items")
+        fairness.add_argument("--sybil", action="store_true", help="the flood as 50 fan-outs instead of one")
+        fairness.add_argument("--workers", type=int, default=2)
+        fairness.add_argument("--small-items", type=int, default=100, help="workspace B's fan-out's items")
         steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
         steps.add_argument("--items", type=int, default=4_000)
-        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, steps, waiting):
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, fairness, steps, waiting):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -191,6 +198,12 @@ class Command(BaseCommand):
         return destination.run(options["limit"], options["latency_ms"], options["items"],
                                background_items=options["background_items"], workers=options["workers"],
                                profile_queries=options["profile"])
+
+    def _fairness(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import fairness
+
+        return fairness.run(options["items"], options["workers"], sybil=options["sybil"],
+                            small_items=options["small_items"])
 
     def _flow(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import flow

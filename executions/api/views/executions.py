@@ -69,7 +69,8 @@ class StartExecution(ApiView):
             started = services.start_execution(principal.workspace, workflow=data.get("workflow"),
                                                version=data.get("version"), input=data["input"],
                                                idempotency_key=key, created_by=principal.label,
-                                               system_actor=principal.system_actor, tags=data.get("tags"))
+                                               system_actor=principal.system_actor, tags=data.get("tags"),
+                                               priority=data.get("priority"))
         execution = selectors.executions.get(principal.workspace, started.execution.pk, with_counts=True)
         location = request.build_absolute_uri(reverse("api:execution", kwargs={"id": execution.pk}))
         return Response(s.ExecutionSerializer(execution).data, status=201 if started.created else 200,
@@ -84,6 +85,21 @@ class ExecutionDetail(ApiView):
         execution = selectors.executions.with_detail(
             selectors.executions.get(self.principal.workspace, id, with_counts=True))
         return Response(s.ExecutionDetailSerializer(execution).data)
+
+    @extend_schema(operation_id="change_execution", tags=TAG, request=s.ChangeExecution,
+                   description="Change the priority of the execution's whole tree (its root and every descendant, "
+                               "running or not); audited. Needs the operator role.",
+                   responses={200: s.ExecutionSerializer, **problems(s404="No such execution.")})
+    @writes("execution.priority", Role.OPERATOR, "change priorities", target="{id}")
+    def patch(self, request: Request, id: uuid.UUID) -> Response:
+        data = body(s.ChangeExecution, request)
+        principal = self.principal
+        with acting(principal, "execution.priority", Role.OPERATOR, target=str(id), what="change priorities",
+                    detail={"priority": data["priority"]}):
+            services.set_priority(services.get_execution(principal.workspace, id), data["priority"],
+                                  system_actor=principal.system_actor)
+        return Response(s.ExecutionSerializer(selectors.executions.get(principal.workspace, id,
+                                                                       with_counts=True)).data)
 
 
 class _PayloadStream(ApiView):

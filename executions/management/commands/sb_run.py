@@ -42,6 +42,7 @@ class Command(BaseCommand):
         parser.add_argument("--idempotency-key", help="return the existing execution for a repeated key")
         parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                             help="a tag (repeat it, up to 20), inherited by every descendant")
+        parser.add_argument("--priority", type=int, help="1 (first) to 5 (default 3), shared by every descendant")
         parser.add_argument("--wait", action="store_true", help="follow the execution until it finishes")
         parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (with --wait)")
 
@@ -61,6 +62,7 @@ class Command(BaseCommand):
                 started = services.start_execution(
                     workspace, workflow=options["workflow"], version=options["version_hash"], input=data,
                     idempotency_key=options["idempotency_key"], created_by="cli:sb_run", tags=tags,
+                    priority=options["priority"],
                 )
         except Workspace.DoesNotExist as error:
             raise CommandError(f"no workspace '{options['workspace']}'") from error
