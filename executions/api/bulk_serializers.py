@@ -12,7 +12,8 @@ from executions.api.serializers import StrictRegexField, StrictSerializer, verte
 from executions.models import BulkAction, BulkState, ExecutionStatus
 
 TEXT = re.compile(r"[^\x00]{1,2000}", re.DOTALL)  # any 1-2000 characters but NUL
-SELECTING = ("status", "error_contains", "indexes", "error_signature")
+ITEM_KEY = re.compile(r"[^\x00]{1,256}", re.DOTALL)  # a business key (Execution.item_key)
+SELECTING = ("status", "error_contains", "indexes", "error_signature", "item_keys")
 AT_LEAST_ONE = f"give at least one filter term: {', '.join(SELECTING)}"
 
 
@@ -31,6 +32,10 @@ class BulkFilter(StrictSerializer):
     indexes = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=2**31 - 1), min_length=1,
                                     max_length=100_000, required=False,
                                     help_text="Children at these item indexes.")
+    item_keys = serializers.ListField(child=StrictRegexField(ITEM_KEY, max_length=256,
+                                                             error_messages={"invalid": "1-256 characters, no NUL"}),
+                                      min_length=1, max_length=100_000, required=False,
+                                      help_text="Children with these business keys (the SPAWNER's `itemKey`).")
     error_signature = _text("FAILED children whose error signature (an error group of "
                             "`GET …/children/error-groups`) is exactly this.")
     spawner = vertex_field(required=False, help_text="Only children of this SPAWNER vertex (narrows the "

@@ -28,12 +28,11 @@ from typing import Any
 from executions.models import BulkOutcome
 
 # One SQL condition on a child ``c`` per filter term; a filter ANDs the terms it gives.
-# (item_keys, issue 31 §4, lands with the item_key column as one line here:
-#  "item_keys": "c.item_key = ANY(%(item_keys)s::varchar[])",)
 TERMS: dict[str, str] = {
     "status": "c.status = ANY(%(status)s::varchar[])",
     "error_contains": "strpos(lower(c.error), lower(%(error_contains)s)) > 0",
     "indexes": "c.item_index = ANY(%(indexes)s::int[])",
+    "item_keys": "c.item_key = ANY(%(item_keys)s::varchar[])",  # index execution_child_item_key
     "error_signature": "c.status = 'FAILED' AND c.error_signature = %(error_signature)s",
     "spawner": "c.spawn_vertex = %(spawner)s",
 }

@@ -45,7 +45,7 @@ from workflows.errors import Conflict, Invalid, ServiceError
 MAX_INDEXES = 100_000
 STATUSES = [status.value for status in ExecutionStatus]
 # Terms that select children (``spawner`` only narrows them): a filter needs at least one.
-SELECTING = ("status", "error_contains", "indexes", "error_signature")
+SELECTING = ("status", "error_contains", "indexes", "error_signature", "item_keys")
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ def check_filter(terms: dict[str, Any]) -> dict[str, Any]:
     return terms
 
 
+MAX_ITEM_KEY = 256  # as Execution.item_key
+
+
 def _check_values(terms: dict[str, Any]) -> None:
     def bad(field: str, message: str) -> Invalid:
         return Invalid(f"{field}: {message}", errors=[{"field": field, "message": message}])
@@ -92,6 +95,11 @@ def _check_values(terms: dict[str, Any]) -> None:
     if indexes is not None and (not isinstance(indexes, list) or not indexes or len(indexes) > MAX_INDEXES
                                 or any(type(i) is not int or not 0 <= i < 2**31 for i in indexes)):
         raise bad("indexes", f"a non-empty list of at most {MAX_INDEXES:,} item indexes (integers ≥ 0)")
+    keys = terms.get("item_keys")
+    if keys is not None and (not isinstance(keys, list) or not keys or len(keys) > MAX_INDEXES
+                             or any(not isinstance(k, str) or not 0 < len(k) <= MAX_ITEM_KEY for k in keys)):
+        raise bad("item_keys", f"a non-empty list of at most {MAX_INDEXES:,} item keys (strings of 1 to "
+                               f"{MAX_ITEM_KEY} characters)")
 
 
 def start(parent: Execution, action: str, terms: dict[str, Any], *, actor: str = "",

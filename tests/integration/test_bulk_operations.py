@@ -102,6 +102,25 @@ def test_terms_are_anded_and_a_spawner_narrows_them(workspace: Any) -> None:
     assert [child(parent, i).attempt for i in (1, 2, 3)] == [1, 2, 1]
 
 
+def test_item_keys_select_children_by_their_business_key(workspace: Any) -> None:
+    """The SPAWNER's itemKey (issue 31 §4) as a filter term: the children with those keys."""
+    helpers.publish(workspace, "child", helpers.FAIL_IF)
+    doc = helpers.fanout_doc()
+    doc["vertices"]["fan"]["itemKey"] = "$.item.id"
+    helpers.publish(workspace, "parent", doc)
+    entries = [{"id": f"e-{i}", "fail": i in (1, 3, 5), "message": "boom"} for i in range(8)]
+    parent = helpers.start(workspace, "parent", {"items": entries})
+    helpers.run_engine()
+    answer = started(workspace, parent, "retry", {"item_keys": ["e-1", "e-5", "e-6", "nobody"]})
+    assert answer["matched"] == 3
+    bulk_services.run_due()
+    read = operation(workspace, answer["operation"])
+    assert (read["done"], read["skipped"]) == (2, 1)
+    skipped = [(s["item_index"], s["reason"]) for s in read["skipped_children"]]
+    assert skipped == [(6, "not failed any more (SUCCEEDED)")]
+    assert [child(parent, i).attempt for i in range(8)] == [1, 2, 1, 1, 1, 2, 1, 1]
+
+
 def test_an_operation_that_matches_nothing_is_finished_at_once(workspace: Any) -> None:
     parent = failed_parent(workspace)
     answer = started(workspace, parent, "retry", {"error_contains": "no such error"})
@@ -132,8 +151,10 @@ def test_children_that_cannot_be_retried_say_why(workspace: Any) -> None:
 
 @pytest.mark.parametrize(("body", "fields"), [
     ({}, ["status", "error_contains", "indexes", "error_signature"]),
-    ({"spawner": "fan"}, ["status", "error_contains", "indexes", "error_signature"]),
-    ({"item_keys": ["e-1"]}, ["item_keys"]),
+    ({"spawner": "fan"}, ["status", "error_contains", "indexes", "error_signature", "item_keys"]),
+    ({"item_keys": []}, ["item_keys"]),
+    ({"item_keys": [1]}, ["item_keys"]),
+    ({"item_keys": "e-1"}, ["item_keys"]),
     ({"status": []}, ["status"]),
     ({"status": ["BROKEN"]}, ["status"]),
     ({"indexes": [-1]}, ["indexes"]),

@@ -21,7 +21,8 @@ from workflows.models import Role
 
 TAG = ["executions"]
 FILTER_DOC = ("The filter's terms are ANDed: `status` (a list), `error_contains`, `indexes` (a list), "
-              "`error_signature` (an error group's), optionally narrowed to one `spawner`; at least one term is "
+              "`error_signature` (an error group's), `item_keys` (a list of business keys), optionally narrowed "
+              "to one `spawner`; at least one term is "
               "required (400 naming the fields otherwise). The matched children are recorded in the operation's "
               "ledger at once; workers then act on each exactly once, in batches, and record `done` or `skipped` "
               "with the reason. Read the progress at `GET /api/v1/operations/{id}`.")
