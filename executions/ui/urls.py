@@ -3,7 +3,15 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from executions.ui import actions, execution_views, rate_limits, schedule_views, workflow_views, workspace_views
+from executions.ui import (
+                          actions,
+                          execution_views,
+                          rate_limits,
+                          run_views,
+                          schedule_views,
+                          workflow_views,
+                          workspace_views,
+)
 
 app_name = "ui"
 
@@ -21,6 +29,9 @@ urlpatterns = [
     path(f"{execution}/fanouts/<str:spawner>/children", execution_views.children_fragment,
          name="execution-children"),
     path(f"{execution}/long-tail", execution_views.long_tail_fragment, name="execution-long-tail"),
+    path(f"{execution}/run", run_views.run_fragment, name="execution-run"),
+    path(f"{execution}/fanouts/<str:spawner>/throughput", run_views.throughput_fragment,
+         name="execution-throughput"),
     # Actions (POST only).
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),

@@ -1,0 +1,118 @@
+"""The execution view's pictures against the database (issue 33 §2): the run graph's statuses
+and fan-out counts are the steps' and the FanOut counters', the timeline has a bar per
+recorded attempt, the throughput chart's buckets add up to the finished children — each a
+live fragment with a constant number of queries."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from executions.core import state
+from executions.models import Execution, FanOut, Step
+from executions.selectors import throughput
+from tests.support import helpers
+
+pytestmark = pytest.mark.django_db
+
+SVG = "{http://www.w3.org/2000/svg}"
+FAILING = {1, 4, 9}
+TOLERANT = {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.5}}
+
+
+@pytest.fixture
+def fanout(workspace) -> Execution:
+    execution = helpers.run_fanout(workspace, 12, failing=FAILING, merge_config=TOLERANT)
+    assert execution.status == "SUCCEEDED"
+    return execution
+
+
+def fragment(client, url: str):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, HTTP_HX_REQUEST="true")
+    assert response.status_code in (200, 286), response.content[:500]
+    return response.content.decode(), len(queries)
+
+
+def svg_of(html: str, css: str) -> ET.Element:
+    match = re.search(rf'<svg class="{css}".*?</svg>', html, re.S)
+    assert match, f"no svg.{css}"
+    return ET.fromstring(match.group(0))  # noqa: S314 - the server's own SVG
+
+
+def test_the_run_graph_colours_each_vertex_by_its_step_and_counts_the_fan_out(operator, fanout):
+    html, queries = fragment(operator, reverse("ui:execution-run", args=[fanout.pk]))
+    graph = svg_of(html, "workflow-graph run-graph")
+    vertices = {g.get("data-vertex"): g for g in graph.iter(f"{SVG}g") if g.get("data-vertex")}
+    steps = {s.vertex: s.status for s in Step.objects.filter(execution=fanout)}
+    assert {v: g.get("data-status") for v, g in vertices.items()} == steps == {
+        "fan": "SUCCEEDED", "join": "SUCCEEDED", "done": "SUCCEEDED"}
+    counters = FanOut.objects.get(execution=fanout)
+    for vertex in ("fan", "join"):
+        counts = next(t for t in vertices[vertex].iter(f"{SVG}text") if t.get("class") == "counts")
+        assert (int(counts.get("data-succeeded")), int(counts.get("data-failed")), int(counts.get("data-running"))) \
+            == (counters.succeeded, counters.failed, 0) == (9, 3, 0)
+    # The SPAWNER links to the child workflow version its children ran.
+    link = vertices["fan"].find(f"{SVG}a").get("href")
+    version = counters.target_version
+    assert link == reverse("ui:version-detail", args=[version.definition.key, version.hash])
+    assert queries <= 12
+
+
+@pytest.mark.django_db(transaction=True)  # each transition its own transaction: its own now()
+def test_the_timeline_has_a_bar_per_attempt_and_the_backoff_between(operator, workspace):
+    helpers.publish(workspace, "one", {"start": "t", "vertices": {"t": {"type": "TASK", "handler": "demo.noop",
+                                                                         "retry": {"maxAttempts": 3}}}})
+    execution = helpers.start(workspace, "one", {})
+    step = Step.objects.get(execution=execution, vertex="t")
+    with connection.cursor() as cursor:
+        state.run_executions(cursor, [execution.pk], started=[None])
+        state.claim_steps(cursor, [step.pk], lease_seconds=60, worker="test")
+        state.retry_steps_later(cursor, [step.pk], errors=["HTTP 503"], delays=[0.0], messages=["HTTP 503; retry"])
+        state.claim_steps(cursor, [step.pk], lease_seconds=60, worker="test")
+    html, queries = fragment(operator, reverse("ui:execution-run", args=[execution.pk]))
+    chart = svg_of(html, "timeline-chart")
+    lane = next(g for g in chart.iter(f"{SVG}g") if g.get("data-vertex") == "t")
+    bars = [(r.get("data-kind"), r.get("data-attempt")) for r in lane.iter(f"{SVG}rect") if r.get("data-kind")]
+    kinds = [kind for kind, _ in bars]
+    assert [a for kind, a in bars if kind == "running"] == ["1", "2"]
+    assert kinds[-1] == "running" and "backoff" in kinds  # its second attempt runs now
+    assert queries <= 12
+
+
+def test_the_throughput_chart_adds_up_to_the_finished_children(operator, fanout):
+    html, queries = fragment(operator, reverse("ui:execution-throughput", args=[fanout.pk, "fan"]))
+    counters = FanOut.objects.get(execution=fanout)
+    finished = re.search(r'data-finished="(\d+)" data-succeeded="(\d+)" data-failed="(\d+)"', html)
+    assert finished and tuple(map(int, finished.groups())) == (
+        counters.succeeded + counters.failed + counters.cancelled, counters.succeeded, counters.failed)
+    # The bars themselves: pygal prints each bar's value in its <desc class="value">.
+    values = [int(v) for v in re.findall(r'<desc class="value">(\d+)</desc>', html)]
+    assert sum(values) == counters.succeeded + counters.failed
+    data = throughput.of_fanout(fanout.pk, "fan", running=False)
+    assert data.finished == 12 and data.span >= 0 and len(data.buckets) <= throughput.MAX_BUCKETS
+    assert queries <= 9  # the session's 4, the execution, the fan-out's 2, the chart's 2
+
+
+def test_the_throughput_query_reads_only_the_index(workspace, fanout):
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + throughput.BUCKETS, {"parent": fanout.pk, "spawner": "fan",
+                                                         "origin": fanout.created_at, "width": 1})
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "execution_child_finished" in plan and "Index Only Scan" in plan, plan
+
+
+def test_the_pictures_load_on_the_execution_page_and_stop_polling_once_it_ended(operator, fanout):
+    page = operator.get(reverse("ui:execution-detail", args=[fanout.pk])).content.decode()
+    assert reverse("ui:execution-run", args=[fanout.pk]) in page
+    assert reverse("ui:execution-throughput", args=[fanout.pk, "fan"]) in page
+    response = operator.get(reverse("ui:execution-run", args=[fanout.pk]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 286  # ended: htmx stops polling
+    response = operator.get(reverse("ui:execution-throughput", args=[fanout.pk, "nope"]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 404
