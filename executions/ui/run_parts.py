@@ -73,13 +73,13 @@ def _fanout_counts(views: list[FanOutView]) -> dict[str, dict[str, int]]:
 
 def throughput_panel(request: UiRequest, execution: Execution, view: FanOutView) -> Fragment:
     live = view.active or not view.spawn_complete
-    data = throughput.of_fanout(execution.pk, view.spawner_vertex, running=live)
+    data = throughput.of_fanout(execution.pk, view.spawner_vertex, running=live, finished=view.done)
     remaining = max(0, view.total - view.done - view.never_started)
     rate = data.recent_rate()
     eta = throughput.eta_seconds(remaining, rate) if live else None
     context = {
         "e": execution, "f": view, "data": data,
-        "chart": mark_safe(throughput_chart.svg(view.spawner_vertex, data)),  # noqa: S308 - pygal's escaped SVG
+        "chart": mark_safe(throughput_chart.svg(view.spawner_vertex, data)),  # noqa: S308 - every text escaped
         "width": present.duration(data.width), "span": present.duration(data.span),
         "finished": present.count(data.finished), "failed": present.count(data.failed),
         "live": live, "remaining": present.count(remaining), "rate": _rate(rate),

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from bench import ui as bench_ui
 from executions.core import state
 from executions.models import Execution, FanOut, Step
 from executions.selectors import throughput
@@ -86,24 +89,32 @@ def test_the_timeline_has_a_bar_per_attempt_and_the_backoff_between(operator, wo
 
 
 def test_the_throughput_chart_adds_up_to_the_finished_children(operator, fanout):
-    html, queries = fragment(operator, reverse("ui:execution-throughput", args=[fanout.pk, "fan"]))
+    url = reverse("ui:execution-throughput", args=[fanout.pk, "fan"])
+    _, first = fragment(operator, url)
+    html, queries = fragment(operator, url)  # a poll: the settled buckets' cache is read, not written
     counters = FanOut.objects.get(execution=fanout)
     finished = re.search(r'data-finished="(\d+)" data-succeeded="(\d+)" data-failed="(\d+)"', html)
     assert finished and tuple(map(int, finished.groups())) == (
         counters.succeeded + counters.failed + counters.cancelled, counters.succeeded, counters.failed)
-    # The bars themselves: pygal prints each bar's value in its <desc class="value">.
-    values = [int(v) for v in re.findall(r'<desc class="value">(\d+)</desc>', html)]
-    assert sum(values) == counters.succeeded + counters.failed
+    # The bars themselves.
+    chart = svg_of(html, "throughput-chart")
+    bars = [g for g in chart.iter(f"{SVG}g") if g.get("class") == "bucket"]
+    assert sum(int(g.get("data-succeeded")) for g in bars) == counters.succeeded
+    assert sum(int(g.get("data-failed")) for g in bars) == counters.failed
+    assert sum(len(g.findall(f"{SVG}rect")) for g in bars) >= 2  # a green and a red bar at least
     data = throughput.of_fanout(fanout.pk, "fan", running=False)
     assert data.finished == 12 and data.span >= 0 and len(data.buckets) <= throughput.MAX_BUCKETS
-    assert queries <= 9  # the session's 4, the execution, the fan-out's 2, the chart's 2
+    # The session's 4, the execution, the fan-out's 2, the cache, the chart's 2 (the first view
+    # writes the cache too).
+    assert queries <= 10 and first <= 15
 
 
 def test_the_throughput_query_reads_only_the_index(workspace, fanout):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("EXPLAIN " + throughput.BUCKETS, {"parent": fanout.pk, "spawner": "fan",
-                                                         "origin": fanout.created_at, "width": 1})
+                                                         "origin": fanout.created_at, "width": 1,
+                                                         "since": fanout.created_at})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "execution_child_finished" in plan and "Index Only Scan" in plan, plan
 
@@ -116,3 +127,34 @@ def test_the_pictures_load_on_the_execution_page_and_stop_polling_once_it_ended(
     assert response.status_code == 286  # ended: htmx stops polling
     response = operator.get(reverse("ui:execution-throughput", args=[fanout.pk, "nope"]), HTTP_HX_REQUEST="true")
     assert response.status_code == 404
+
+
+def test_settled_buckets_come_from_the_cache_and_a_retry_makes_the_chart_read_everything_again(workspace):
+    scene = bench_ui.build(400)  # children finished an hour ago: their buckets have settled
+    parent = scene["parent"]
+    cache.delete(throughput.cache_key(parent, "fan"))
+    counters = FanOut.objects.get(execution_id=parent)
+    done = counters.succeeded + counters.failed + counters.cancelled
+    first = throughput.of_fanout(parent, "fan", running=True, finished=done)
+    assert first.finished == done and first.failed == counters.failed
+    cached = cache.get(throughput.cache_key(parent, "fan"))
+    assert cached["settled"] > 0 and sum(sum(c) for c in cached["frozen"].values()) == done
+    with CaptureQueriesContext(connection) as queries:
+        again = throughput.of_fanout(parent, "fan", running=True, finished=done)
+    assert again.buckets == first.buckets
+    read = next(q["sql"] for q in queries.captured_queries if "date_bin" in q["sql"])
+    assert "finished_at >= '" in read and str(first.began_at)[:10] in read  # from the settled boundary on
+    # A failed child retried and succeeded: its finish moved to now, the counters say so.
+    child = Execution.objects.filter(parent_id=parent, status="FAILED").first()
+    with connection.cursor() as cursor:
+        state.retry_executions(cursor, [child.pk], message="test retry")
+        state.run_executions(cursor, [child.pk], started=[None])
+        state.succeed_executions(cursor, [child.pk], output_vertices=["t"], started=[None])
+    assert FanOut.objects.get(execution_id=parent).failed == counters.failed - 1
+    stale = throughput.of_fanout(parent, "fan", running=True, finished=done)
+    assert stale.failed == counters.failed  # within RECOMPUTE_SECONDS of the last full read: the old counts
+    entry = cache.get(throughput.cache_key(parent, "fan"))
+    entry["full_at"] -= timedelta(seconds=throughput.RECOMPUTE_SECONDS + 1)
+    cache.set(throughput.cache_key(parent, "fan"), entry)
+    fresh = throughput.of_fanout(parent, "fan", running=True, finished=done)
+    assert (fresh.failed, fresh.succeeded, fresh.finished) == (counters.failed - 1, counters.succeeded + 1, done)

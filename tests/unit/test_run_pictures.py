@@ -68,7 +68,7 @@ def test_the_svg_draws_each_segment_and_the_end() -> None:
     assert 'class="end end-failed"' in drawn
 
 
-@pytest.mark.parametrize(("span", "width"), [(0, 1), (30, 1), (60, 1), (61, 2), (299, 5), (3600, 60),
+@pytest.mark.parametrize(("span", "width"), [(0, 1), (30, 1), (60, 1), (61, 2), (299, 10), (3600, 60),
                                               (3601, 120), (86400 * 3, 7200), (86400 * 200, 345600)])
 def test_the_bucket_width_is_round_and_keeps_the_chart_to_sixty_bars(span, width) -> None:
     assert throughput.bucket_width(span) == width
