@@ -39,15 +39,16 @@ def svg(spawner: str, data: Throughput) -> str:
         title = (f"{present.duration(bucket.start)}–{present.duration(bucket.start + data.width)}: "
                  + ", ".join(f"{n:,} {name}" for name, n in values.items() if n or name != "cancelled"))
         parts.append(f'<g class="bucket" data-start="{bucket.start:g}" data-succeeded="{bucket.succeeded}" '
-                     f'data-failed="{bucket.failed}" data-cancelled="{bucket.cancelled}"><title>{escape(title)}</title>')
+                     f'data-failed="{bucket.failed}" data-cancelled="{bucket.cancelled}">'
+                     f'<title>{escape(title)}</title>')
         for name, colour in SERIES:
             n = values[name]
             if not n:
                 continue
             h = plot_h * n / scale
             y -= h
-            parts.append(f'<rect class="bar bar-{name}" x="{x + slot * 0.1:g}" y="{y:g}" width="{max(slot * 0.8, 1):g}" '
-                         f'height="{h:g}" fill="{colour}"/>')
+            parts.append(f'<rect class="bar bar-{name}" x="{x + slot * 0.1:g}" y="{y:g}" '
+                         f'width="{max(slot * 0.8, 1):g}" height="{h:g}" fill="{colour}"/>')
         parts.append("</g>")
         if i % every == 0:
             parts.append(f'<text class="axis x" x="{x:g}" y="{HEIGHT - 6}">'
