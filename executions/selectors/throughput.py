@@ -154,7 +154,8 @@ def of_fanout(parent: Any, spawner: str, *, running: bool, finished: int | None 
         if last is None:
             return Throughput(began, width, span, filled([], width, span))
         counts = _counts(cursor, parent, spawner, began, now, width, finished)
-    return Throughput(began, width, span, filled([(n, c[0], c[1], c[2]) for n, c in sorted(counts.items())], width, span))
+    rows = [(n, c[0], c[1], c[2]) for n, c in sorted(counts.items())]
+    return Throughput(began, width, span, filled(rows, width, span))
 
 
 def cache_key(parent: Any, spawner: str) -> str:

@@ -94,12 +94,21 @@ def _vertex(vertex: ast.Vertex, box: Box, start: bool, overlay: Overlay | None, 
     counts = overlay.counts.get(vertex.id) if overlay else None
     if counts is not None:
         attributes = " ".join(f'data-{k.replace("_", "-")}="{n}"' for k, n in counts.items())
-        text = " · ".join(f"{n:,} {k.replace('_', ' ')}" for k, n in counts.items() if n or k != "cancelled")
-        inner += f'<text class="counts" x="{cx:g}" y="{y + 52:g}" {attributes}>{escape(text)}</text>'
+        text = counts_text(counts)
+        fit = f' textLength="{box.w - 8:g}" lengthAdjust="spacingAndGlyphs"' if len(text) * 6.2 > box.w - 8 else ""
+        inner += (f'<text class="counts" x="{cx:g}" y="{y + 52:g}"{fit} {attributes}>{escape(text)}'
+                  f"<title>{escape(', '.join(f'{n:,} {k}' for k, n in counts.items()))}</title></text>")
     if link:
         inner = f'<a href="{escape(link)}" class="vertex-link">{inner}</a>'
     return (f'<g class="{classes}" data-vertex="{escape(vertex.id)}" data-kind="{vertex.type}"{data}>'
             f"{inner}</g>")
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """A fan-out's counts in a vertex: succeeded and failed always, the others when not zero."""
+    shown = [f"{counts.get('succeeded', 0):,} ok", f"{counts.get('failed', 0):,} failed"]
+    shown += [f"{n:,} {k}" for k, n in counts.items() if k not in ("succeeded", "failed") and n]
+    return " · ".join(shown)
 
 
 def _detail(vertex: ast.Vertex) -> str:

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from workflows.dsl import ast
 
 BOX_W, BOX_H = 168, 46
-GAP_X, GAP_Y = 36, 76
+GAP_X, GAP_Y = 36, 80
 MARGIN_X, MARGIN_Y = 44, 16
-LABEL_BAND = 30  # the top of each gap: edge labels (two staggered rows)
+LABEL_BAND = 36  # the top of each gap: edge labels (two staggered rows, baselines 16 and 30 px down)
 LANE = 6  # the spacing of edges that run sideways in one gap
 CHANNEL_PAD = 10  # how far a channel keeps from the vertices beside it
-LABEL_CHAR_W, LABEL_H = 6.2, 12  # a 10px label's estimated size
+LABEL_CHAR_W, LABEL_H = 6.2, 14  # a 10px label's estimated size (ascent 11, descent 3)
 
 
 @dataclass(frozen=True)
@@ -166,13 +166,13 @@ class _Router:
             w = len(route.edge.label) * LABEL_CHAR_W + 2
             x = route.points[0][0] + 3
             while True:
-                boxes = [Box(x - 1, source.y + source.h + 2 + 13 * k, w, LABEL_H) for k in (0, 1)]
+                boxes = [Box(x - 1, source.y + source.h + 5 + 14 * k, w, LABEL_H) for k in (0, 1)]
                 free = next((b for b in boxes if not any(b.overlaps(p) for p in placed)), None)
                 if free is not None:
                     break
                 x += 4
             placed.append(free)
-            out.append(Route(route.edge, route.points, (x, free.y + LABEL_H - 2), free))
+            out.append(Route(route.edge, route.points, (x, free.y + LABEL_H - 3), free))
         order = {id(r.edge): n for n, r in enumerate(routes)}
         return sorted(out, key=lambda r: order[id(r.edge)])
 

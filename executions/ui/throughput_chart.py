@@ -27,7 +27,7 @@ def svg(spawner: str, data: Throughput) -> str:
              f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(label)}">']
     for tick in (0, scale / 2, scale):
         y = TOP + plot_h * (1 - tick / scale)
-        parts.append(f'<line class="grid" x1="{LEFT}" y1="{y:g}" x2="{WIDTH - RIGHT}" y2="{y:g}"/>'
+        parts.append(f'<line class="gridline" x1="{LEFT}" y1="{y:g}" x2="{WIDTH - RIGHT}" y2="{y:g}"/>'
                      f'<text class="axis y" x="{LEFT - 4}" y="{y + 3:g}">{tick:,.0f}</text>')
     count = max(1, len(data.buckets))
     slot = plot_w / count

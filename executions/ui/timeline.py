@@ -124,7 +124,7 @@ def svg(rows: list[Lane], began: datetime, end: datetime) -> str:
             if seg.note and seg.kind != "running":
                 title += f" — {seg.note[:160]}"
             attempt = f' data-attempt="{seg.attempt}"' if seg.kind == "running" and seg.attempt else ""
-            parts.append(f'<rect class="seg seg-{seg.kind}" x="{x1:g}" y="{y + 4}" width="{max(x2 - x1, 1.5):g}" '
+            parts.append(f'<rect class="span span-{seg.kind}" x="{x1:g}" y="{y + 4}" width="{max(x2 - x1, 1.5):g}" '
                          f'height="{ROW_H - 8}" data-kind="{seg.kind}"{attempt}><title>{escape(title)}</title></rect>')
         if lane.ended is not None:
             ex = x(lane.ended)

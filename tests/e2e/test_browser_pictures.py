@@ -1,0 +1,104 @@
+"""Issue 33 §2: the execution view's pictures in a real browser, against the database — the
+run graph coloured by the steps with the fan-out's counters on its SPAWNER and MERGE, the
+timeline of steps and attempts, the throughput chart adding up to the finished children —
+growing with the run on a page opened before it started; the graph's default edge and its
+label clear of every vertex; the SPAWNER linking to its child workflow's version."""
+
+import pytest
+from playwright.sync_api import expect
+
+from executions.models import FanOut, Step
+from tests.support import ARTIFACTS, factories, helpers
+
+pytest_plugins = ["tests.support.browser"]
+pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.timeout(180)]
+
+TOLERANT = {"tolerateChildFailures": ["FAILED"], "failureTolerance": {"maxFailureRatio": 0.5}}
+ROUTED = {"start": "route", "vertices": {
+    "route": {"type": "CHOICE", "choices": [{"when": {"path": "$.input.single", "equals": True}, "next": "one"}],
+              "default": "fan"},
+    "one": {"type": "TASK", "handler": "demo.noop", "next": "done"},
+    "fan": {"type": "SPAWNER", "items": "$.input.items", "workflow": "child", "next": "join"},
+    "join": {"type": "MERGE", "spawner": "fan", "next": "done", "config": TOLERANT},
+    "done": {"type": "SUCCEED"},
+}}
+FAILING = {2, 5, 11}
+
+
+def box(locator):
+    found = locator.bounding_box()
+    assert found is not None
+    return found
+
+
+def overlaps(a, b) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and \
+        a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
+def test_the_run_graph_timeline_and_throughput_follow_the_run(page, ui, operator):
+    workspace = factories.default_workspace()
+    helpers.publish(workspace, "child", helpers.FAIL_IF)
+    helpers.publish(workspace, "routed", ROUTED)
+    items = [{"i": i, "fail": i in FAILING} for i in range(24)]
+    parent = helpers.start(workspace, "routed", {"items": items})
+
+    ui.log_in(operator, next_path=f"/executions/{parent.pk}/")
+    graph = page.locator("#execution-run svg.run-graph")
+    expect(graph).to_be_visible()
+    expect(graph.locator("[data-vertex='route']")).to_have_attribute("data-status", "READY")
+    expect(graph.locator("[data-vertex='fan']")).to_have_attribute("data-status", "NOT_REACHED")
+    ui.mark_page()
+
+    helpers.run_engine()  # the CHOICE takes its default, the fan-out runs, the merge tolerates 3 failures
+    expect(page.locator("#execution-status")).to_have_text("SUCCEEDED", timeout=20_000)
+    steps = {s.vertex: s for s in Step.objects.filter(execution=parent)}
+    for vertex, status in {"route": "SUCCEEDED", "fan": "SUCCEEDED", "join": "SUCCEEDED", "done": "SUCCEEDED",
+                           "one": "NOT_REACHED"}.items():
+        expect(graph.locator(f"[data-vertex='{vertex}']")).to_have_attribute("data-status", status, timeout=20_000)
+        assert vertex == "one" or steps[vertex].status == status
+    counters = FanOut.objects.get(execution=parent)
+    for vertex in ("fan", "join"):
+        counts = graph.locator(f"[data-vertex='{vertex}'] text.counts")
+        expect(counts).to_have_attribute("data-succeeded", str(counters.succeeded))
+        expect(counts).to_have_attribute("data-failed", str(counters.failed))
+        expect(counts).to_have_attribute("data-running", "0")
+    assert (counters.succeeded, counters.failed) == (21, 3)
+
+    # The default edge's label is on top and clear of every vertex; its path avoids them too
+    # (the geometry's unit tests check each segment; here: the label as the browser laid it out).
+    label = graph.locator("text.edge-label[data-from='route'][data-to='fan']")
+    expect(label).to_have_text("default")
+    label_box = box(label)
+    for vertex in ("route", "one", "fan", "join", "done"):
+        assert not overlaps(label_box, box(graph.locator(f"[data-vertex='{vertex}'] rect"))), vertex
+
+    # The timeline: one lane per step, each ended, each attempt in running bars (a MERGE runs
+    # twice in its one attempt: before and after it waits for the children).
+    timeline = page.locator("#run-timeline svg.timeline-chart")
+    expect(timeline.locator("g.lane")).to_have_count(len(steps))
+    join = timeline.locator("g.lane[data-vertex='join']")
+    expect(join.locator("rect[data-kind='waiting']")).to_have_count(1)  # for its children
+    for vertex, step in steps.items():
+        lane = timeline.locator(f"g.lane[data-vertex='{vertex}']")
+        expect(lane).to_have_attribute("data-status", step.status)
+        running = lane.locator("rect[data-kind='running']")
+        attempts = {running.nth(i).get_attribute("data-attempt") for i in range(running.count())}
+        assert attempts == {str(n) for n in range(1, step.attempt + 1)}, vertex
+        expect(lane.locator(f"rect.end-{step.status.lower()}")).to_have_count(1)
+
+    # The throughput chart adds up to the finished children (the counters).
+    chart = page.locator("#throughput-fan")
+    expect(chart).to_have_attribute("data-finished", str(counters.succeeded + counters.failed + counters.cancelled))
+    bars = chart.locator("svg.throughput-chart g.bucket")
+    assert sum(int(bars.nth(i).get_attribute("data-succeeded")) for i in range(bars.count())) == counters.succeeded
+    assert sum(int(bars.nth(i).get_attribute("data-failed")) for i in range(bars.count())) == counters.failed
+    assert ui.still_same_page()
+    ui.screenshot("pictures-1-run-graph-timeline-throughput")
+    page.locator("#execution-run").screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-2-run-panel.png"))
+    chart.screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-3-throughput.png"))
+
+    # The SPAWNER links to the child workflow version its children ran.
+    origin = page.url.split("/executions/")[0]
+    graph.locator("[data-vertex='fan'] a").click()
+    expect(page).to_have_url(f"{origin}/workflows/child/versions/{counters.target_version.hash}/")
