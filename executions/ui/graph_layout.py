@@ -142,14 +142,21 @@ class _Router:
         self.channels: dict[tuple[int, int], int] = {}  # skipped rows → channel edges placed
 
     def routes(self, links: list[Edge]) -> list[Route]:
+        """Two passes: the first finds where each edge comes down towards its target (its
+        channel, or its source's port); the second orders each target's ports by that, so
+        edges arriving side by side do not cross on the way in."""
         out_ports = self._ports(links, outgoing=True)
-        in_ports = self._ports(links, outgoing=False)
-        found = []
-        for number, edge in enumerate(links):
-            start, end = out_ports[number], in_ports[number]
-            rs, rt = self.row_of[edge.source], self.row_of[edge.target]
-            points = self._upwards(edge) if rt <= rs else self._downwards(start, end, rs, rt)
-            found.append(Route(edge, points))
+        approach = {n: self.boxes[e.source].x for n, e in enumerate(links)}
+        for _ in range(2):
+            self.lanes, self.channels = {}, {}
+            in_ports = self._ports(links, outgoing=False, order=approach)
+            found = []
+            for number, edge in enumerate(links):
+                start, end = out_ports[number], in_ports[number]
+                rs, rt = self.row_of[edge.source], self.row_of[edge.target]
+                points = self._upwards(edge) if rt <= rs else self._downwards(start, end, rs, rt)
+                found.append(Route(edge, points))
+                approach[number] = points[0][0] if rt == rs + 1 else points[-3][0] if len(points) >= 3 else start
         return self._labelled(found)
 
     def _labelled(self, routes: list[Route]) -> list[Route]:
@@ -176,16 +183,22 @@ class _Router:
         order = {id(r.edge): n for n, r in enumerate(routes)}
         return sorted(out, key=lambda r: order[id(r.edge)])
 
-    def _ports(self, links: list[Edge], *, outgoing: bool) -> dict[int, float]:
+    def _ports(self, links: list[Edge], *, outgoing: bool, order: dict[int, float] | None = None
+               ) -> dict[int, float]:
         """Each edge's x on its source's bottom (or its target's top): a vertex's edges spread
-        evenly along the side, ordered by the x of the vertex at their other end."""
+        evenly along the side — outgoing ones ordered by their target's x (of two to one
+        column, the longer on the right: it takes the channel on that side), incoming ones
+        by ``order`` (where they come down)."""
         ends: dict[str, list[int]] = {}
         for number, edge in enumerate(links):
             ends.setdefault(edge.source if outgoing else edge.target, []).append(number)
         ports: dict[int, float] = {}
         for vid, numbers in ends.items():
             box = self.boxes[vid]
-            numbers.sort(key=lambda n: (self.boxes[links[n].target if outgoing else links[n].source].x, n))
+            if outgoing:
+                numbers.sort(key=lambda n: (self.boxes[links[n].target].x, self.row_of[links[n].target], n))
+            else:
+                numbers.sort(key=lambda n: ((order or {}).get(n, 0.0), n))
             for k, n in enumerate(numbers):
                 ports[n] = box.x + box.w * (k + 1) / (len(numbers) + 1)
         return ports
@@ -206,7 +219,7 @@ class _Router:
         first = self._lane(rs)
         if rt == rs + 1:
             return _simplified([(start, top), (start, first), (end, first), (end, target_top)])
-        channel = self._channel(range(rs + 1, rt), (start + end) / 2)
+        channel = self._channel(range(rs + 1, rt), start)
         last = self._lane(rt - 1)
         return _simplified([(start, top), (start, first), (channel, first), (channel, last), (end, last),
                             (end, target_top)])

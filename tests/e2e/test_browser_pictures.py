@@ -7,6 +7,7 @@ label clear of every vertex; the SPAWNER linking to its child workflow's version
 import pytest
 from playwright.sync_api import expect
 
+from demo import workflows as demo_workflows
 from executions.models import FanOut, Step
 from tests.support import ARTIFACTS, factories, helpers
 
@@ -102,3 +103,28 @@ def test_the_run_graph_timeline_and_throughput_follow_the_run(page, ui, operator
     origin = page.url.split("/executions/")[0]
     graph.locator("[data-vertex='fan'] a").click()
     expect(page).to_have_url(f"{origin}/workflows/child/versions/{counters.target_version.hash}/")
+
+
+def test_the_workflow_page_draws_the_default_edge_around_the_timer(page, ui, operator):
+    """The demo's hello workflow: its CHOICE's default edge skips the TIMER's layer; it was
+    drawn straight behind the TIMER, its label hidden."""
+    workspace = factories.default_workspace()
+    helpers.publish(workspace, "hello", demo_workflows.HELLO)
+    ui.log_in(operator, next_path="/workflows/hello/")
+    graph = page.locator("#current-graph svg.workflow-graph")
+    label = graph.locator("text.edge-label[data-from='check'][data-to='done']")
+    expect(label).to_have_text("default")
+    expect(label).to_be_visible()
+    for vertex in ("greet", "check", "pause", "done"):
+        assert not overlaps(box(label), box(graph.locator(f"[data-vertex='{vertex}'] rect"))), vertex
+    # The path's points (the geometry's unit tests hold every segment off the boxes): here its
+    # vertical run beside the TIMER stays outside the TIMER's box as the browser drew it.
+    pause = box(graph.locator("[data-vertex='pause'] rect"))
+    path = graph.locator("g.edge[data-from='check'][data-to='done'] path")
+    runs = path.evaluate("""p => { const m = p.getScreenCTM(); const d = p.getAttribute('d').split(/[ML]/).slice(1);
+        return d.map(s => { const [x, y] = s.trim().split(' ').map(Number);
+                            const q = new DOMPoint(x, y).matrixTransform(m); return [q.x, q.y]; }); }""")
+    for (x1, y1), (x2, y2) in zip(runs, runs[1:], strict=False):
+        if x1 == x2 and min(y1, y2) < pause["y"] + pause["height"] and max(y1, y2) > pause["y"]:
+            assert not pause["x"] <= x1 <= pause["x"] + pause["width"]
+    page.locator("#current-graph").screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-4-workflow-graph.png"))

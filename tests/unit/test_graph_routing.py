@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from demo import workflows as demo_workflows
 from executions.ui import graph, graph_layout
 from workflows import dsl
 
@@ -38,7 +39,8 @@ def segments(route: graph_layout.Route):
     return list(itertools.pairwise(route.points))
 
 
-@pytest.mark.parametrize("document", [SKIPPING, WIDE], ids=["skipping", "wide"])
+@pytest.mark.parametrize("document", [SKIPPING, WIDE, demo_workflows.HELLO, demo_workflows.LEDGER_MIGRATION],
+                         ids=["skipping", "wide", "demo hello", "demo ledger"])
 def test_no_edge_passes_through_a_vertex_it_does_not_join(document) -> None:
     placed = graph_layout.layout(dsl.parse(document))
     for route in placed.routes:
@@ -54,6 +56,14 @@ def test_no_edge_passes_through_a_vertex_it_does_not_join(document) -> None:
                 assert not placed.boxes[vid].crossed_by(a, b), f"{route.edge} runs inside {vid}"
 
 
+def test_the_demo_hello_default_edge_no_longer_runs_behind_the_timer() -> None:
+    placed = graph_layout.layout(dsl.parse(demo_workflows.HELLO))
+    default = next(r for r in placed.routes if r.edge.label == "default")
+    assert (default.edge.source, default.edge.target) == ("check", "done")
+    assert not any(placed.boxes["pause"].crossed_by(a, b) for a, b in segments(default))
+    assert not default.label_box.overlaps(placed.boxes["pause"])
+
+
 def test_the_default_edge_goes_around_the_layer_it_skips() -> None:
     placed = graph_layout.layout(dsl.parse(SKIPPING))
     default = next(r for r in placed.routes if r.edge.label == "default")
@@ -65,7 +75,8 @@ def test_the_default_edge_goes_around_the_layer_it_skips() -> None:
                              for box in (placed.boxes["one"], placed.boxes["fan"], join))
 
 
-@pytest.mark.parametrize("document", [SKIPPING, WIDE], ids=["skipping", "wide"])
+@pytest.mark.parametrize("document", [SKIPPING, WIDE, demo_workflows.HELLO, demo_workflows.LEDGER_MIGRATION],
+                         ids=["skipping", "wide", "demo hello", "demo ledger"])
 def test_labels_stay_off_vertices_and_each_other(document) -> None:
     placed = graph_layout.layout(dsl.parse(document))
     labels = [r.label_box for r in placed.routes if r.label_box is not None]
