@@ -4,6 +4,8 @@ timeline of steps and attempts, the throughput chart adding up to the finished c
 growing with the run on a page opened before it started; the graph's default edge and its
 label clear of every vertex; the SPAWNER linking to its child workflow's version."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -128,3 +130,41 @@ def test_the_workflow_page_draws_the_default_edge_around_the_timer(page, ui, ope
         if x1 == x2 and min(y1, y2) < pause["y"] + pause["height"] and max(y1, y2) > pause["y"]:
             assert not pause["x"] <= x1 <= pause["x"] + pause["width"]
     page.locator("#current-graph").screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-4-workflow-graph.png"))
+
+
+SLOW_CHILD = {"start": "pause", "vertices": {
+    "pause": {"type": "TIMER", "seconds": 1, "next": "t"},
+    "t": {"type": "TASK", "handler": "demo.fail_if", "retry": {"maxAttempts": 1}},
+}}
+PACED = {"start": "fan", "vertices": {
+    "fan": {"type": "SPAWNER", "items": "$.input.items", "workflow": "slow", "next": "join", "maxConcurrency": 20},
+    "join": {"type": "MERGE", "spawner": "fan", "next": "done", "config": TOLERANT},
+    "done": {"type": "SUCCEED"},
+}}
+
+
+def test_the_throughput_chart_shows_an_eta_while_children_run(page, ui, operator, qcluster):
+    workspace = factories.default_workspace()
+    helpers.publish(workspace, "slow", SLOW_CHILD)
+    helpers.publish(workspace, "paced", PACED)
+    items = [{"i": i, "fail": i % 17 == 3} for i in range(120)]
+    parent = helpers.start(workspace, "paced", {"items": items})
+    ui.log_in(operator, next_path=f"/executions/{parent.pk}/")
+    qcluster(workers=2)
+    eta = page.locator("#eta-fan")
+    # Children finished, more to go: a rate and an ETA.
+    expect(eta).to_contain_text(re.compile(r"ETA \d.* to go at the last minute's"), timeout=90_000)
+    page.locator("#throughput-fan").screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-5-throughput-eta.png"))
+    expect(page.locator("#execution-status")).to_have_text("SUCCEEDED", timeout=120_000)
+    counters = FanOut.objects.get(execution=parent)
+    chart = page.locator("#throughput-fan")
+    expect(chart).to_have_attribute("data-finished", str(counters.succeeded + counters.failed), timeout=20_000)
+    expect(chart).to_have_attribute("data-failed", str(counters.failed))
+    assert counters.failed == len([i for i in range(120) if i % 17 == 3])
+    expect(page.locator("#eta-fan")).to_have_count(0)  # ended: no ETA
+    graph = page.locator("#execution-run svg.run-graph")
+    expect(graph.locator("[data-vertex='done']")).to_have_attribute("data-status", "SUCCEEDED", timeout=20_000)
+    expect(graph.locator("[data-vertex='join'] text.counts")).to_have_attribute("data-succeeded",
+                                                                                 str(counters.succeeded))
+    page.locator("#execution-run").screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-6-run-panel-paced.png"))
+    chart.screenshot(path=str(ARTIFACTS / "screenshots" / "pictures-7-throughput-done.png"))
