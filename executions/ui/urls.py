@@ -4,13 +4,13 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from executions.ui import (
-                          actions,
-                          execution_views,
-                          rate_limits,
-                          run_views,
-                          schedule_views,
-                          workflow_views,
-                          workspace_views,
+    actions,
+    execution_views,
+    rate_limits,
+    run_views,
+    schedule_views,
+    workflow_views,
+    workspace_views,
 )
 
 app_name = "ui"
