@@ -110,13 +110,17 @@ def test_the_throughput_chart_adds_up_to_the_finished_children(operator, fanout)
 
 
 def test_the_throughput_query_reads_only_the_index(workspace, fanout):
+    """The query can be answered by an index-only scan of ``execution_child_finished`` (with
+    a dozen rows the planner may prefer any index, so only index-only scans are allowed
+    here; with 20,000 children and fresh statistics the planner picks it unprompted)."""
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
+        for method in ("seqscan", "indexscan", "bitmapscan"):
+            cursor.execute(f"SET LOCAL enable_{method} = off")
         cursor.execute("EXPLAIN " + throughput.BUCKETS, {"parent": fanout.pk, "spawner": "fan",
                                                          "origin": fanout.created_at, "width": 1,
                                                          "since": fanout.created_at})
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "execution_child_finished" in plan and "Index Only Scan" in plan, plan
+    assert "Index Only Scan using execution_child_finished" in plan and "Disabled" not in plan, plan
 
 
 def test_the_pictures_load_on_the_execution_page_and_stop_polling_once_it_ended(operator, fanout):
