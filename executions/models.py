@@ -141,6 +141,11 @@ class Execution(models.Model):
                                  descending=True, nulls_last=True),
                          F("item_index"), name="execution_child_round_duration",
                          condition=Q(item_index__isnull=False)),
+            # A fan-out's finished children by finish time, with their status: the throughput
+            # chart buckets them (selectors/throughput.py) with an index-only scan (issue 33).
+            models.Index(fields=["parent", "spawn_vertex", "finished_at"], include=["status"],
+                         name="execution_child_finished",
+                         condition=Q(item_index__isnull=False, finished_at__isnull=False)),
             # A tree in depth order: retention walks it by keyset and purges it bottom-up.
             models.Index(fields=["root", "depth", "id"], name="execution_root_tree"),
             # Retention's candidates (S19): finished roots, oldest first — the SUCCEEDED ones

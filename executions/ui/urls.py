@@ -10,6 +10,7 @@ from executions.ui import (
     execution_views,
     priority_actions,
     rate_limits,
+    run_views,
     schedule_views,
     workflow_views,
     workspace_views,
@@ -33,6 +34,9 @@ urlpatterns = [
          name="execution-children"),
     path(f"{execution}/long-tail", execution_views.long_tail_fragment, name="execution-long-tail"),
     path(f"{execution}/bulk", bulk_views.bulk_fragment, name="execution-bulk"),
+    path(f"{execution}/run", run_views.run_fragment, name="execution-run"),
+    path(f"{execution}/fanouts/<str:spawner>/throughput", run_views.throughput_fragment,
+         name="execution-throughput"),
     # Actions (POST only).
     path(f"{execution}/retry", actions.retry_execution, name="execution-retry"),
     path(f"{execution}/retry-edited", actions.retry_edited, name="execution-retry-edited"),

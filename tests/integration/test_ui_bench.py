@@ -14,7 +14,8 @@ def test_the_ui_benchmark_reports_each_view(workspace):
     json.dumps(result)  # JSON-able, as the bench_ui command prints it
     assert result["children"] == 400
     assert {"page", "header", "steps", "fanout", "children by index", "children by duration", "long tail",
-            "long tail, recomputed", "errors and bulk actions"} <= set(result["results"])
+            "long tail, recomputed", "errors and bulk actions", "run graph and timeline", "throughput",
+            "throughput, recomputed"} <= set(result["results"])
     for name, figures in result["results"].items():
         assert figures["status"] in (200, 286), name
         # A constant number per page, whatever the children (no N+1): 17 since the step timeline
