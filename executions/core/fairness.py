@@ -54,9 +54,12 @@ PASSES = 6  # rounds of takes per claim: each offers what earlier rounds left to
 # says ``destination_id IS NULL``: then no other index's predicate is implied, and the planner
 # cannot walk step_claim_free (due order) for a probe, whatever its statistics say — after a
 # TRUNCATE or a sudden million rows they lag, and a probe that walks every due step is O(N).
-# Paused work (issue 31) is not due for a claim: pauses.NOT_PAUSED, one InitPlan while nothing is paused.
-_DUE = f"""s.status = 'READY' AND s.due_at < '{HELD_UNTIL}'::timestamptz AND s.due_at <= now()
-           AND {pauses.not_paused("s")}"""
+_DUE = f"""s.status = 'READY' AND s.due_at < '{HELD_UNTIL}'::timestamptz AND s.due_at <= now()"""
+# What a take locks: a due step that is not paused (issue 31, pauses.NOT_PAUSED: one InitPlan
+# while nothing is paused). Only the takes test it: in the loose scans of DUE_FLOWS the
+# predicate's subplan made every probe a walk (a claim of a 3-item fan-out took seconds); a
+# paused root they find yields nothing to its take, and the cursors move past it.
+_TAKEABLE = f"""{_DUE} AND {pauses.not_paused("s")}"""
 
 # The loose index scans of step_claim_fair that find a claim's flows, one descent each.
 _NEXT_WORKSPACE = f"""
@@ -140,7 +143,7 @@ TAKE = f"""
                                             %(ns)s::int[]) WITH ORDINALITY AS q(ws, p, root, n, o)
     CROSS JOIN LATERAL (
         SELECT s.id, {SUSPECT} AS suspect FROM executions_step s
-        WHERE {_DUE} AND s.workspace_id = q.ws AND s.priority = q.p AND s.root_id = q.root
+        WHERE {_TAKEABLE} AND s.workspace_id = q.ws AND s.priority = q.p AND s.root_id = q.root
         ORDER BY s.due_at, s.depth DESC LIMIT q.n
         FOR UPDATE OF s SKIP LOCKED) c
     ORDER BY q.o
@@ -154,7 +157,7 @@ BEYOND = f"""
     SELECT c.id, c.suspect FROM unnest(%(ws)s::bigint[], %(ns)s::int[]) WITH ORDINALITY AS q(ws, n, o)
     CROSS JOIN LATERAL (
         SELECT s.id, {SUSPECT} AS suspect FROM executions_step s
-        WHERE {_DUE} AND s.workspace_id = q.ws AND s.id <> ALL(%(taken)s::bigint[])
+        WHERE {_TAKEABLE} AND s.workspace_id = q.ws AND s.id <> ALL(%(taken)s::bigint[])
         ORDER BY s.workspace_id, s.priority, s.root_id, s.due_at, s.depth DESC LIMIT q.n
         FOR UPDATE OF s SKIP LOCKED) c
     ORDER BY q.o

@@ -53,7 +53,7 @@ def not_paused(alias: str) -> str:
     return NOT_PAUSED.replace("{s}", alias)
 
 
-# As the claim statements use it (fairness._DUE as not_paused("s"), leases.CLAIM_DESTINATION; the idle
+# As the claim statements use it (fairness._TAKEABLE as not_paused("s"), leases.CLAIM_DESTINATION; the idle
 # drain's NEXT_DUE and WORK_PENDING): their candidate is ``executions_step``, unaliased.
 CLAIMABLE_STEP = not_paused("executions_step")
 # The idle drain's question about a destination step (the claim reads flow.CALLABLE instead).

@@ -193,7 +193,7 @@ def test_a_limit_of_zero_still_stops_a_destination(workspace: Any) -> None:
 
 def test_nothing_paused_costs_the_claim_no_walk(workspace: Any) -> None:
     """The pause predicate with an empty pause table: one InitPlan, no subplan per row, in the
-    fair claim's take of plain steps (fairness.TAKE, whose predicate the other fair statements share)."""
+    fair claim's take of plain steps (fairness.TAKE; BEYOND shares its predicate)."""
     helpers.publish(workspace, "one", helpers.NOOP)
     started = helpers.start(workspace, "one", {})
     from executions.core import fairness
