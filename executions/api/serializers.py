@@ -86,7 +86,8 @@ class StorableJSONField(serializers.JSONField):
 
 TAGS_SCHEMA = {"type": "object", "maxProperties": tag_rules.MAX_TAGS,
                "propertyNames": {"pattern": f"^{tag_rules.KEY.pattern}$"},
-               "additionalProperties": {"type": "string", "maxLength": tag_rules.MAX_VALUE}}
+               "additionalProperties": {"type": "string", "maxLength": tag_rules.MAX_VALUE,
+                                        "pattern": "^[^\\u0000]*$"}}  # PostgreSQL stores no NUL
 
 
 @extend_schema_field(TAGS_SCHEMA)
@@ -104,13 +105,14 @@ class TagsOutField(serializers.JSONField):
 # --- request bodies --------------------------------------------------------------------------
 
 class PriorityField(serializers.IntegerField):
-    """A priority, 1 (first) to 5, as a JSON integer: not a string of digits, not a boolean."""
+    """A priority, 1 (first) to 5, as a JSON integer (1.0 is one too, as JSON Schema says): not a
+    string of digits, not a boolean."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(min_value=1, max_value=5, **kwargs)
 
     def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
+        if isinstance(data, bool) or not (isinstance(data, int) or (isinstance(data, float) and data.is_integer())):
             self.fail("invalid")
         return int(super().to_internal_value(data))
 
@@ -137,6 +139,7 @@ class StartExecution(StrictSerializer):
 
 
 class ChangeExecution(StrictSerializer):
+    schema_extra = {"required": ["priority"]}  # a PATCH body's component marks nothing required by itself
     priority = PriorityField(help_text="The tree's new priority, 1 (first) to 5: the root's and every "
                                                   "descendant's, running or not.")
 

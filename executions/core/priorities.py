@@ -21,7 +21,9 @@ SET_TREE_PRIORITY = """
 
 def problem(value: Any) -> str | None:
     """Why ``value`` is not a priority (None: it is one)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value not in PRIORITIES:
+    # A JSON number with an integral value is an integer (1.0 is 1), as for destinations' limits.
+    integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not integral or int(value) not in PRIORITIES:
         return f"must be an integer from {PRIORITIES.start} (first) to {PRIORITIES.stop - 1}"
     return None
 

@@ -91,7 +91,9 @@ def test_a_rare_tag_reads_the_tags_index_and_a_common_one_the_newest_first_index
     assert all(kind != "Seq Scan" for kind, _, _ in dense_nodes), dense_nodes
     # Most rows have it: walking newest first stops after a page, where the tags index would
     # hand every match to a sort.
-    assert indexes(dense_plan) == {"execution_ws_created"}, dense_plan
+    # (The list joins each row's workflow and version: their primary keys may be read too.)
+    assert {name for name in indexes(dense_plan) if name.startswith("execution")} == {"execution_ws_created"}, \
+        dense_plan
     assert len(list(dense)) == 101
     top = executions.page_rows(workspace, status=None, workflow=None, parent=None, top_level=True, after=None,
                                limit=100, tags=[{"customer": "acme"}])

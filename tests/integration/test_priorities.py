@@ -147,3 +147,14 @@ def test_the_execution_views_control_changes_the_trees_priority_audited(tree: An
     audit = last_audit("execution.priority")
     assert audit.outcome == AuditEvent.Outcome.ACCEPTED and audit.detail == {"priority": 1, "was": 3}
     assert audit.target == str(root.pk)
+
+
+def test_an_integral_json_number_is_a_priority_as_json_schema_says(tree: Any) -> None:
+    """``2.0`` is an integer in JSON Schema (the API's schema says integer): accepted as 2,
+    for a start and for a schedule alike (found by the live contract test)."""
+    client = api(tree, "operator")
+    started = ok(client.post("/api/v1/executions", {"workflow": "child", "priority": 2.0}, format="json"), 201)
+    assert started["priority"] == 2
+    from executions.services import schedules
+    schedule = schedules.create_schedule(tree, name="n", workflow="child", cron="0 2 * * *", priority=4.0)
+    assert schedule.priority == 4

@@ -60,7 +60,8 @@ def test_sb_up_says_where_the_admin_password_is_without_printing_it(monkeypatch:
 
     monkeypatch.delenv("SB_ADMIN_PASSWORD", raising=False)
     out = io.StringIO()
-    sb_up.Command(stdout=out)._banner("http://127.0.0.1:8000", [], demo_loaded=True)
+    sb_up.Command(stdout=out)._banner("http://127.0.0.1:8000", [], demo_loaded=True, access_log="off", dev=False,
+                                      keep_db=True)
     password_file = ROOT / ".local" / "admin-password"
     assert f"user 'admin', password in {password_file} (owner-only)" in out.getvalue()
     if password_file.exists():

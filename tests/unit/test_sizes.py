@@ -21,6 +21,8 @@ LONG_MODULES: dict[str, str] = {
     "executions/core/state.py": "the one owner of status changes (STYLE.md): every transition table and the "
                                 "guarded statement that applies them, so the status-write test names one file",
     "workflows/dsl/parser.py": "the DSL's one parser: a rule per vertex kind and field, each reporting its JSON path",
+    "executions/fanout/spawn.py": "the SPAWNER's batch loop and its plan (quorum, failFast, pause, edits, itemKey and "
+                                  "the thread hand-over meet in one transaction per batch); to split next: its plan",
     "executions/models.py": "the app's tables as Django knows them: every column, constraint and index of the "
                             "engine in the one module Django looks in (splitting it would only scatter the schema)",
 }
