@@ -19,7 +19,8 @@ from workflows.audit import audited
 from workflows.models import Role
 
 
-def _back(execution_id: uuid.UUID) -> str:
+def back_to_execution(execution_id: uuid.UUID) -> str:
+    """Where an action on an execution sends the browser back to: its page."""
     return reverse("ui:execution-detail", args=[execution_id])
 
 
@@ -34,7 +35,7 @@ def retry_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse
         step = services.retry_execution(execution, actor=principal.label)
     what = f"child #{execution.item_index}" if execution.item_index is not None else "execution"
     return done(request, f"Retried {what} {present.short_id(execution.pk)} (step '{step.vertex}', "
-                         f"attempt {step.attempt}).", back=_back(execution_id))
+                         f"attempt {step.attempt}).", back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -52,7 +53,7 @@ def retry_edited(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
         step = services.retry_execution(execution, input=form.cleaned_data["input"], actor=principal.label)
     what = f"child #{execution.item_index}" if execution.item_index is not None else "execution"
     return done(request, f"Retried {what} {present.short_id(execution.pk)} with the edited input "
-                         f"(step '{step.vertex}', attempt {step.attempt}).", back=_back(execution_id))
+                         f"(step '{step.vertex}', attempt {step.attempt}).", back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -64,7 +65,7 @@ def retry_step(request: UiRequest, execution_id: uuid.UUID, vertex: str) -> Http
         principal.require(Role.OPERATOR, "retry steps")
         execution = services.get_execution(principal.workspace, execution_id)
         step = services.retry_step(execution, vertex, actor=principal.label)
-    return done(request, f"Retried step '{vertex}' (attempt {step.attempt}).", back=_back(execution_id))
+    return done(request, f"Retried step '{vertex}' (attempt {step.attempt}).", back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -81,7 +82,7 @@ def retry_failed_children(request: UiRequest, execution_id: uuid.UUID, spawner: 
         if counts.cancelled_by_fail_fast or counts.never_started:
             detail["cancelled_by_fail_fast"] = counts.cancelled_by_fail_fast
             detail["never_started"] = counts.never_started
-    return done(request, present.retried(counts, spawner), back=_back(execution_id))
+    return done(request, present.retried(counts, spawner), back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -94,7 +95,7 @@ def cancel_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpRespons
         execution = services.get_execution(principal.workspace, execution_id)
         detail["cancelled"] = cancelled = services.cancel_execution(execution, actor=principal.label)
     return done(request, f"Cancelled {cancelled:,} execution{'s' if cancelled != 1 else ''}.",
-                back=_back(execution_id))
+                back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -108,7 +109,7 @@ def cancel_open_children(request: UiRequest, execution_id: uuid.UUID) -> HttpRes
         detail["cancelled"] = cancelled = services.cancel_open_children(execution, actor=principal.label)
     message = (f"Cancelled {cancelled:,} unfinished child execution{'s' if cancelled != 1 else ''}."
                if cancelled else "No unfinished children to cancel.")
-    return done(request, message, back=_back(execution_id))
+    return done(request, message, back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -130,4 +131,4 @@ def complete_step(request: UiRequest, execution_id: uuid.UUID, vertex: str) -> H
         waits.complete_step(execution, vertex, waits.completion(status, form.cleaned_data["input"],
                                                                 form.cleaned_data["error"]), actor=principal.label)
     verb = "Completed" if status == "SUCCEEDED" else "Failed"
-    return done(request, f"{verb} step '{vertex}'.", back=_back(execution_id))
+    return done(request, f"{verb} step '{vertex}'.", back=back_to_execution(execution_id))

@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 from django.http import HttpResponse
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from executions.fanout import edits
@@ -16,13 +15,10 @@ from executions.services import control
 from executions.services import lifecycle as services
 from executions.ui import forms
 from executions.ui.access import UiRequest, workspace_view
+from executions.ui.actions import back_to_execution
 from executions.ui.responses import done, problem
 from workflows.audit import audited
 from workflows.models import Role
-
-
-def _back(execution_id: uuid.UUID) -> str:
-    return reverse("ui:execution-detail", args=[execution_id])
 
 
 @require_POST
@@ -34,7 +30,7 @@ def pause_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse
         changed = control.pause_execution(services.get_execution(principal.workspace, execution_id),
                                           actor=principal.label)
     return done(request, "Paused: nothing more of this tree is claimed; running steps finish." if changed
-                else "Already paused.", back=_back(execution_id))
+                else "Already paused.", back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -45,7 +41,7 @@ def resume_execution(request: UiRequest, execution_id: uuid.UUID) -> HttpRespons
         principal.require(Role.OPERATOR, "resume executions")
         changed = control.resume_execution(services.get_execution(principal.workspace, execution_id),
                                            actor=principal.label)
-    return done(request, "Resumed." if changed else "It was not paused.", back=_back(execution_id))
+    return done(request, "Resumed." if changed else "It was not paused.", back=back_to_execution(execution_id))
 
 
 @require_POST
@@ -64,4 +60,4 @@ def edit_fanout(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> Ht
         execution = services.get_execution(principal.workspace, execution_id)
         detail["changes"] = changes = control.edit_fanout(execution, spawner, actor=principal.label, **fields)
     message = f"Fan-out '{spawner}' edited: {edits.describe(changes)}." if changes else "Nothing changed."
-    return done(request, message, back=_back(execution_id))
+    return done(request, message, back=back_to_execution(execution_id))
