@@ -145,7 +145,9 @@ def test_operator_edits_flow_control_and_reads_the_flow_history(page, ui, operat
     assert limits[:2] == [3, 2]
     # The sparklines against the database's counts.
     waiting = series(page, "slow-api", "waiting")
-    assert max(v for v in waiting if v is not None) == ITEMS - 3
+    # At least the saturated sample waited for above (3 in flight, the rest waiting); a sample
+    # taken after the spawn and before the first claims saw every item waiting.
+    assert ITEMS - 3 <= max(v for v in waiting if v is not None) <= ITEMS
     assert max(waiting) == max(DestinationSample.objects.filter(destination=slow).values_list("waiting", flat=True))
     in_flight = series(page, "slow-api", "in-flight")
     assert max(in_flight) == 3  # the limit held: as many slots in use, never more
