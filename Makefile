@@ -49,8 +49,16 @@ dev: install
 
 # The whole suite on the embedded PostgreSQL (or DATABASE_URL), browser tests included.
 # The test settings turn SB_DEMO on too, so a plain `pytest` is the same run.
+# Two runs: the unit and integration tests on two pytest-xdist workers (each its own test
+# database; they only compete for CPU), then the end-to-end and fault tests one at a time (they
+# start clusters, browsers and database restarts that must not share the machine's timing).
+# Both always run; the target fails if either did.
+TEST_ENV := SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK)
 test: install system-deps
-	SB_DEMO=1 SB_OUTBOUND_ALLOW=$(LOOPBACK) $(BIN)/python -m pytest --durations=25
+	@$(TEST_ENV) $(BIN)/python -m pytest -n 2 --durations=15 tests/unit tests/integration; first=$$?; \
+	$(TEST_ENV) $(BIN)/python -m pytest --durations=15 tests/e2e tests/fault; second=$$?; \
+	echo "unit + integration: exit $$first; e2e + fault: exit $$second"; \
+	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 
 lint: install
 	$(BIN)/ruff check .
