@@ -75,6 +75,41 @@ def _p95_start(fanout_id: Any) -> float:
     return round(float(value or 0.0), 3)
 
 
+# Where B's fan-out spent its time under the flood, from the database's own times (seconds
+# since B's root was created): its SPAWNER claimed and done, its children's steps claimed
+# (created → claimed, p50/p95/max) and run (claimed → finished, p95: a drain's thread queue,
+# then the no-op), the last child done, the MERGE claimed and done.
+TIMELINE = """
+    WITH r AS (SELECT created_at AS t0 FROM executions_execution WHERE id = %(root)s),
+    kids AS (SELECT s.created_at, s.started_at, s.finished_at FROM executions_step s
+             JOIN executions_execution e ON e.id = s.execution_id WHERE e.parent_id = %(root)s)
+    SELECT
+      (SELECT extract(epoch FROM min(s.started_at) - r.t0) FROM executions_step s, r
+       WHERE s.execution_id = %(root)s AND s.vertex = 'fanout'),
+      (SELECT extract(epoch FROM max(s.finished_at) - r.t0) FROM executions_step s, r
+       WHERE s.execution_id = %(root)s AND s.vertex = 'fanout'),
+      (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)) FROM kids),
+      (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)) FROM kids),
+      (SELECT max(extract(epoch FROM started_at - created_at)) FROM kids),
+      (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) FROM kids),
+      (SELECT extract(epoch FROM max(finished_at) - r.t0) FROM kids, r),
+      (SELECT extract(epoch FROM min(s.started_at) - r.t0) FROM executions_step s, r
+       WHERE s.execution_id = %(root)s AND s.vertex = 'join'),
+      (SELECT extract(epoch FROM max(s.finished_at) - r.t0) FROM executions_step s, r
+       WHERE s.execution_id = %(root)s AND s.vertex = 'join')
+"""
+TIMELINE_FIELDS = ("spawner_claimed", "spawner_done", "children_claim_p50", "children_claim_p95",
+                   "children_claim_max", "children_run_p95", "children_done", "merge_claimed", "merge_done")
+
+
+def _timeline(root: Any) -> dict[str, float | None]:
+    with connection.cursor() as cursor:
+        cursor.execute(TIMELINE, {"root": root})
+        row = cursor.fetchone()
+    return {name: None if value is None else round(float(value), 3)
+            for name, value in zip(TIMELINE_FIELDS, row, strict=True)}
+
+
 def _flood(workspace: Workspace, items: int, shards: int) -> tuple[list[Any], float]:
     """Start A's flood; its roots and when it started."""
     started = time.monotonic()
@@ -104,6 +139,7 @@ def run(items: int, workers: int, *, sybil: bool = False, small_items: int = 100
         flooded = _small_job(small, small_items)
         rate_with = _drained(roots, started, items)
         p95 = _p95_start(flooded["fanout_id"])
+        timeline = {"solo": _timeline(solo["fanout_id"]), "flooded": _timeline(flooded["fanout_id"])}
     finally:
         cluster.stop()
     target = 2 * solo["fanout_seconds"] + 1.0
@@ -115,7 +151,7 @@ def run(items: int, workers: int, *, sybil: bool = False, small_items: int = 100
         "small_target_seconds": round(target, 3), "small_p95_start_seconds": p95,
         "one_step_solo_seconds": solo["one_step_seconds"], "one_step_flooded_seconds": flooded["one_step_seconds"],
         "flood_children_per_s_alone": rate_alone, "flood_children_per_s_with_small": rate_with,
-        "flood_ratio": ratio,
+        "flood_ratio": ratio, "small_timeline": timeline,
         "ok": (flooded["fanout_seconds"] <= target and flooded["one_step_seconds"] <= 1.0
                and ratio is not None and ratio >= 0.9),
     }

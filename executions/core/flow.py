@@ -40,7 +40,7 @@ LATENCY_FACTOR = 2.0  # ... and the window's p90 stayed below this times the bes
 BEST_DRIFT = 1.01  # the best p90 rises by 1% per window, so an old best does not hold growth back for ever
 RESUME_SHARE = 0.5  # after a cooldown, calls resume at this share of the limit that was throttled
 SLOW_GROWTH = 10.0  # seconds per +1 once the limit is one below the one that was throttled
-CARRIED_SHARE = 0.9  # ... or rather this share of the concurrency that carried the accepted rate
+CARRIED_SHARE = 1.0  # ... or rather this share of the concurrency that carried the accepted rate
 
 # A claim's condition on a destination: not cooling down, breaker not open (the columns are
 # NULL unless flow control is in use, so this costs nothing otherwise).

@@ -92,12 +92,30 @@ FANOUTS = f"""
     ORDER BY f.created_at, f.step_id
 """  # noqa: S608 - the merge rule's constant expressions only
 
-# Children of one parent still pending or running, per spawner step and status; of the
-# RUNNING ones, those whose open step waits — for a destination's slot (READY and due, or
+# Children of one parent still pending or running, per status, for a parent with one fan-out:
+# an index-only scan of execution_parent_status (the heap is not read for children whose page
+# is all-visible), where ACTIVE_CHILDREN_BY_SPAWNER reads each active child's row.
+ACTIVE_CHILDREN = """
+    SELECT NULL::bigint, c.status, count(*), 0, 0
+    FROM executions_execution c
+    WHERE c.parent_id = %(parent)s AND c.status IN ('PENDING', 'RUNNING')
+    GROUP BY c.status
+"""
+
+# Children of one parent still pending or running, per spawner step and status.
+ACTIVE_CHILDREN_BY_SPAWNER = """
+    SELECT c.spawned_by_id, c.status, count(*), 0, 0
+    FROM executions_execution c
+    WHERE c.parent_id = %(parent)s AND c.status IN ('PENDING', 'RUNNING')
+    GROUP BY c.spawned_by_id, c.status
+"""
+
+# The same, and of the RUNNING ones, those whose open step waits — for a destination's slot (READY and due, or
 # claimed into a worker's queue: leases.py "Slots") or for a retry's backoff — and so is not
 # running now (the Rate Limits page counts in flight and waiting the same way). Their steps
-# are read for the RUNNING children only, which a destination's limit and the claim bound.
-ACTIVE_CHILDREN = """
+# are read for the RUNNING children only: a probe of the step table per running child, so
+# only the fan-out panel, which shows them, asks for it (``waiting=True``).
+WAITING_CHILDREN = """
     SELECT c.spawned_by_id, c.status, count(*),
            count(*) FILTER (WHERE w.kind = 'slot'), count(*) FILTER (WHERE w.kind = 'retry')
     FROM executions_execution c
@@ -115,31 +133,42 @@ ACTIVE_CHILDREN = """
 """
 
 
-def of(execution: Execution) -> list[FanOutView]:
-    """Every fan-out of ``execution`` (none for an execution without a SPAWNER)."""
-    return _views(execution, None)
+def of(execution: Execution, *, waiting: bool = False) -> list[FanOutView]:
+    """Every fan-out of ``execution`` (none for an execution without a SPAWNER); ``waiting``:
+    with ``waiting_slot`` and ``waiting_retry`` counted (else 0), which reads the open steps of
+    every running child."""
+    return _views(execution, None, waiting)
 
 
-def one(execution: Execution, spawner: str) -> FanOutView:
+def one(execution: Execution, spawner: str, *, waiting: bool = False) -> FanOutView:
     """The fan-out of ``spawner``; NotFound if that vertex has not spawned."""
-    found = _views(execution, spawner)
+    found = _views(execution, spawner, waiting)
     if not found:
         raise NotFound(f"execution {execution.pk} has no fan-out '{spawner}'")
     return found[0]
 
 
-def _views(execution: Execution, spawner: str | None) -> list[FanOutView]:
+def _views(execution: Execution, spawner: str | None, waiting: bool) -> list[FanOutView]:
     with connection.cursor() as cursor:
         cursor.execute(FANOUTS, {"execution": execution.pk, "spawner": spawner})
         names = [column.name for column in cursor.description]
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
         if not rows:
             return []
-        cursor.execute(ACTIVE_CHILDREN, {"parent": execution.pk})
-        found = cursor.fetchall()
+        alone = len(rows) == 1 if spawner is None else _single_fanout(cursor, execution)
+        cursor.execute(WAITING_CHILDREN if waiting else ACTIVE_CHILDREN if alone else ACTIVE_CHILDREN_BY_SPAWNER,
+                       {"parent": execution.pk})
+        found = [(rows[0]["step_id"] if alone and not waiting else step_id, *rest) for step_id, *rest
+                 in cursor.fetchall()]
     active = {(step_id, status): n for step_id, status, n, _, _ in found}
-    waiting = {step_id: (slot, retry) for step_id, status, _, slot, retry in found if status == "RUNNING"}
-    return [_view(row, active, waiting.get(row["step_id"], (0, 0))) for row in rows]
+    counted = {step_id: (slot, retry) for step_id, status, _, slot, retry in found if status == "RUNNING"}
+    return [_view(row, active, counted.get(row["step_id"], (0, 0))) for row in rows]
+
+
+def _single_fanout(cursor: Any, execution: Execution) -> bool:
+    """Whether ``execution`` has one fan-out only (its children then need no grouping by spawner)."""
+    cursor.execute("SELECT count(*) = 1 FROM executions_fanout WHERE execution_id = %s", [execution.pk])
+    return bool(cursor.fetchone()[0])
 
 
 def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tuple[int, int]) -> FanOutView:

@@ -93,7 +93,7 @@ def steps_fragment(request: UiRequest, execution_id: uuid.UUID) -> HttpResponse:
 @workspace_view
 def fanout_fragment(request: UiRequest, execution_id: uuid.UUID, spawner: str) -> HttpResponse:
     execution = _execution(request, execution_id)
-    view = selectors.fanouts.one(execution, spawner)
+    view = selectors.fanouts.one(execution, spawner, waiting=True)
     merge = _merges(execution, [view]).get(view.merge_vertex or "")
     return fragment_response(request, parts.fanout_panel(request, execution, view, merge))
 

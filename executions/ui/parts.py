@@ -84,7 +84,7 @@ def body(request: UiRequest, execution: Execution, version: str | None = None) -
     """The input (and its edit form), the fan-out panels with their children tables, the
     downloads and the long tail: re-rendered when one of them appears or goes, so a page
     opened before the spawner ran grows with the run (each panel then polls itself)."""
-    views = selectors.fanouts.of(execution)
+    views = selectors.fanouts.of(execution, waiting=True)  # the panels show the waiting children
     merges = selectors.steps.named(execution, [v.merge_vertex for v in views if v.merge_vertex])
     preview = selectors.payloads.preview(execution.pk, "input")
     purged_at = selectors.executions.payloads_purged_at(execution)

@@ -41,10 +41,39 @@ def test_running_children_are_shown_running_waiting_for_a_slot_or_for_a_retry(wo
         if Step.objects.filter(vertex="down", wait_reason__startswith="retry backoff").count() == 2:
             break
 
-    view = fanout_reads.of(parent)[0]
+    view = fanout_reads.of(parent, waiting=True)[0]
     assert view.running == 5 and (view.waiting_retry, view.waiting_slot, view.running_now) == (2, 3, 0)
+    # Without ``waiting`` (every view but the panel): the same counts, the running ones not broken down.
+    cheap = fanout_reads.of(parent)[0]
+    assert cheap.counts() == view.counts() and (cheap.waiting_retry, cheap.waiting_slot) == (0, 0)
+    assert fanout_reads.one(parent, "fan").counts() == view.counts()
     html = text(operator.get(reverse("ui:execution-fanout", args=[parent.pk, "fan"]), HTTP_HX_REQUEST="true"))
     cards = dict(re.findall(r'data-count="([A-Z_]+)">([0-9,]+)<', html))
     assert cards["RUNNING"] == "0" and cards["WAITING_SLOT"] == "3" and cards["WAITING_RETRY"] == "2"
     assert "waiting for a slot" in html and "waiting for a retry" in html
 
+
+
+# Two fan-outs of one parent, one after the other: the first one's children finished, the
+# second one's wait for a callback (RUNNING).
+WAITING = {"start": "hold", "vertices": {"hold": {"type": "WAIT", "for": "callback", "timeoutSeconds": 3600}}}
+TWO_FANOUTS = {"start": "first", "vertices": {
+    "first": {"type": "SPAWNER", "items": "$.input.a", "workflow": "quick", "next": "join-first"},
+    "join-first": {"type": "MERGE", "spawner": "first", "next": "second"},
+    "second": {"type": "SPAWNER", "items": "$.input.b", "workflow": "holding", "next": "join-second"},
+    "join-second": {"type": "MERGE", "spawner": "second"},
+}}
+
+
+def test_each_fan_out_of_a_parent_counts_its_own_active_children(workspace):
+    helpers.publish(workspace, "quick", helpers.NOOP)
+    helpers.publish(workspace, "holding", WAITING)
+    helpers.publish(workspace, "two", TWO_FANOUTS)
+    parent = helpers.start(workspace, "two", {"a": [1, 2, 3], "b": [1, 2, 3, 4]})
+    helpers.run_engine()
+    for waiting in (False, True):
+        first, second = fanout_reads.of(parent, waiting=waiting)
+        assert (first.spawner_vertex, first.succeeded, first.running, first.pending) == ("first", 3, 0, 0)
+        assert (second.spawner_vertex, second.succeeded, second.running, second.pending) == ("second", 0, 4, 0)
+        assert fanout_reads.one(parent, "second", waiting=waiting).running == 4
+        assert fanout_reads.one(parent, "first", waiting=waiting).running == 0

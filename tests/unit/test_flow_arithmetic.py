@@ -174,10 +174,10 @@ def test_a_failed_call_while_the_breaker_is_open_waits_without_an_attempt():
 def test_a_cooldown_resumes_at_the_concurrency_that_carried_the_accepted_rate_when_known():
     # 200 calls/s accepted at 52 ms each: about 10.4 in flight carried them.
     change = flow.advance(row(carried=10.4), seen("throttled", asked=1.0))
-    assert change.sets["concurrency_current"] == 9, "0.9 of it"
+    assert change.sets["concurrency_current"] == 10, "the concurrency that carried it (CARRIED_SHARE 1.0)"
     assert change.sets["concurrency_throttled_at"] == 64, "growing slowly only near the limit that was cut ..."
     again = flow.advance(row(carried=10.4, concurrency_current=14), seen("throttled", asked=1.0))
-    assert (again.sets["concurrency_current"], again.sets["concurrency_throttled_at"]) == (9, 10), \
+    assert (again.sets["concurrency_current"], again.sets["concurrency_throttled_at"]) == (10, 11), \
         "... or, when a ramp was cut, right above where it resumes"
     assert flow.advance(row(carried=0.2), seen("throttled")).sets["concurrency_current"] == 1, "not below the floor"
     assert flow.advance(row(carried=500.0), seen("throttled")).sets["concurrency_current"] == 63, "below the cut"

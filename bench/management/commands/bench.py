@@ -13,6 +13,7 @@
     manage.py bench flow --scenario rate|capacity|outage   (429s, overload and an outage; issue 29)
     manage.py bench callbacks --items 10000   (children waiting for callbacks, duplicates, one event; issue 32)
     manage.py bench fairness [--sybil] --json  (a small workspace's job under another's flood; issue 30)
+    manage.py bench bulk --items 100000       (a bulk retry and cancel of every child of a fan-out; issue 31)
 """
 
 from __future__ import annotations
@@ -106,9 +107,14 @@ class Command(BaseCommand):
         fairness.add_argument("--sybil", action="store_true", help="the flood as 50 fan-outs instead of one")
         fairness.add_argument("--workers", type=int, default=2)
         fairness.add_argument("--small-items", type=int, default=100, help="workspace B's fan-out's items")
+        bulked = sub.add_parser("bulk", help="a bulk retry and a bulk cancel of every child of an N-item fan-out "
+                                             "(issue 31 §5)")
+        bulked.add_argument("--items", type=int, default=100_000, help="the fan-out's children (all FAILED)")
+        bulked.add_argument("--workers", type=int, default=2, help="worker processes that build the fan-out")
         steps = sub.add_parser("steps", help="an HTTP child's cost to a drain, phase by phase, in this process")
         steps.add_argument("--items", type=int, default=4_000)
-        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, fairness, steps, waiting):
+        for each in (fanout, floor, baseline, redelivery, scale, cluster, destination, flow, fairness, steps, waiting,
+                     bulked):
             each.add_argument("--json", action="store_true", help="print only the JSON object (the default output)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -198,6 +204,11 @@ class Command(BaseCommand):
         return destination.run(options["limit"], options["latency_ms"], options["items"],
                                background_items=options["background_items"], workers=options["workers"],
                                profile_queries=options["profile"])
+
+    def _bulk(self, options: dict[str, Any]) -> dict[str, Any]:
+        from bench import bulk
+
+        return bulk.on_cluster(options["items"], options["workers"])
 
     def _fairness(self, options: dict[str, Any]) -> dict[str, Any]:
         from bench import fairness
