@@ -195,8 +195,11 @@ def figures(params: Params, server: FragileServer, execution_id: Any) -> dict[st
         result.update(calls_while_asked_to_wait=counts.early, retry_after_max=counts.retry_after_max,
                       max_accepted_per_window=counts.max_window)
     elif params.scenario == "capacity":
-        result.update(mean_in_flight_after_settle=flow_targets.mean_after(counts.busy_by_second,
-                                                                          params.settle_seconds),
+        result.update(mean_in_flight_after_settle=flow_targets.mean_after(
+                          counts.busy_by_second, params.settle_seconds,
+                          backlog=(counts.ok_by_second, params.items, params.capacity)),
+                      mean_in_flight_after_settle_to_the_end=flow_targets.mean_after(counts.busy_by_second,
+                                                                                     params.settle_seconds),
                       max_accepted_in_flight=counts.max_accepted)
     else:
         after = None if counts.outage_until is None else (counts.first_wall or 0.0) + counts.outage_until

@@ -13,10 +13,23 @@ from typing import Any
 GRACE_SECONDS = 0.1
 
 
-def mean_after(busy_by_second: list[float], settle_seconds: float) -> float | None:
+def mean_after(busy_by_second: list[float], settle_seconds: float, *, backlog: tuple[list[int], int, int] | None = None
+               ) -> float | None:
     """Calls in flight on average over the whole seconds from ``settle_seconds`` on, the last
-    (partial) second left out; None when the run had no such second."""
-    whole = busy_by_second[int(settle_seconds):-1]
+    (partial) second left out; None when the run had no such second. ``backlog``, as
+    ``(ok_by_second, items, capacity)``: also leave out the seconds from the first one at whose
+    end fewer than ``capacity`` items were left to accept — the end of the run, where no limit
+    could fill the capacity (the last few children, and those waiting for a retry's backoff)."""
+    end = len(busy_by_second) - 1
+    if backlog is not None:
+        ok_by_second, items, capacity = backlog
+        accepted = 0
+        for second, ok in enumerate(ok_by_second):
+            accepted += ok
+            if items - accepted < capacity:
+                end = min(end, second)
+                break
+    whole = busy_by_second[int(settle_seconds):end]
     return round(sum(whole) / len(whole), 2) if whole else None
 
 

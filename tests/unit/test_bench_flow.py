@@ -10,6 +10,15 @@ def test_the_mean_in_flight_after_settling_leaves_out_the_first_seconds_and_the_
     assert flow_targets.mean_after([1.0, 2.0, 3.0], 2) is None, "no whole second after settling"
 
 
+def test_the_mean_in_flight_leaves_out_the_seconds_with_fewer_items_left_than_the_capacity():
+    busy = [10.0, 30.0, 30.0, 28.0, 4.0, 0.5, 0.2]
+    ok = [100, 600, 600, 560, 90, 2, 1]  # 1,953 items: 93 left after second 3, 3 after second 4
+    assert flow_targets.mean_after(busy, 1, backlog=(ok, 1953, 32)) == 29.33, "seconds 1-3: 3 left after the 4th"
+    assert flow_targets.mean_after(busy, 1, backlog=(ok, 1953, 100)) == 30.0, "seconds 1-2: 93 left after the 3rd"
+    assert flow_targets.mean_after(busy, 1) == 18.5, "to the end, the partial last second left out"
+    assert flow_targets.mean_after(busy, 1, backlog=(ok, 1953, 2000)) is None, "never enough items left"
+
+
 def test_a_cooldown_counts_from_when_the_watch_saw_it_plus_the_grace_until_it_ends():
     # Seen at 10.0 cooling until 11.0, seen again at 10.1 (the same cooldown), then one at 20.
     samples = [(9.9, None), (10.0, 11.0), (10.1, 11.0), (11.1, None), (20.0, 21.5), (21.6, 21.5)]
