@@ -84,18 +84,18 @@ TIMELINE = """
     kids AS (SELECT s.created_at, s.started_at, s.finished_at FROM executions_step s
              JOIN executions_execution e ON e.id = s.execution_id WHERE e.parent_id = %(root)s)
     SELECT
-      (SELECT extract(epoch FROM min(s.started_at) - r.t0) FROM executions_step s, r
+      (SELECT extract(epoch FROM min(s.started_at) - (SELECT t0 FROM r)) FROM executions_step s
        WHERE s.execution_id = %(root)s AND s.vertex = 'fanout'),
-      (SELECT extract(epoch FROM max(s.finished_at) - r.t0) FROM executions_step s, r
+      (SELECT extract(epoch FROM max(s.finished_at) - (SELECT t0 FROM r)) FROM executions_step s
        WHERE s.execution_id = %(root)s AND s.vertex = 'fanout'),
       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)) FROM kids),
       (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)) FROM kids),
       (SELECT max(extract(epoch FROM started_at - created_at)) FROM kids),
       (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) FROM kids),
-      (SELECT extract(epoch FROM max(finished_at) - r.t0) FROM kids, r),
-      (SELECT extract(epoch FROM min(s.started_at) - r.t0) FROM executions_step s, r
+      (SELECT extract(epoch FROM max(finished_at) - (SELECT t0 FROM r)) FROM kids),
+      (SELECT extract(epoch FROM min(s.started_at) - (SELECT t0 FROM r)) FROM executions_step s
        WHERE s.execution_id = %(root)s AND s.vertex = 'join'),
-      (SELECT extract(epoch FROM max(s.finished_at) - r.t0) FROM executions_step s, r
+      (SELECT extract(epoch FROM max(s.finished_at) - (SELECT t0 FROM r)) FROM executions_step s
        WHERE s.execution_id = %(root)s AND s.vertex = 'join')
 """
 TIMELINE_FIELDS = ("spawner_claimed", "spawner_done", "children_claim_p50", "children_claim_p95",

@@ -33,6 +33,13 @@ def check(result: dict[str, Any], *, variant: str, items: int, fanouts: int) -> 
         result["flood_children_per_s_with_small"] / result["flood_children_per_s_alone"], abs=0.001)
     assert result["ok"] == (result["small_flooded_seconds"] <= result["small_target_seconds"]
                             and result["one_step_flooded_seconds"] <= 1.0 and result["flood_ratio"] >= 0.9)
+    # B's fan-out's timeline, in the order things happen (the database's own times).
+    for when in ("solo", "flooded"):
+        line = result["small_timeline"][when]
+        assert all(value is not None for value in line.values()), (when, line)
+        assert 0 <= line["spawner_claimed"] <= line["spawner_done"] <= line["children_done"] <= line["merge_done"]
+        assert line["children_claim_p50"] <= line["children_claim_p95"] <= line["children_claim_max"]
+        assert line["merge_claimed"] <= line["merge_done"]
 
 
 def test_bench_fairness_both_variants_run_and_their_figures_agree(db):
