@@ -85,6 +85,7 @@ FANOUTS = f"""
            f.succeeded, f.failed, f.cancelled, f.tolerates_failed, f.tolerates_cancelled,
            f.max_failure_ratio, f.allowed_failures, f.fail_fast, f.min_successful, f.max_concurrency, f.max_failures,
            EXISTS (SELECT 1 FROM executions_fanoutedit x WHERE x.fanout_id = f.step_id) AS edited,
+           (SELECT count(*) FROM executions_fanout g WHERE g.execution_id = f.execution_id) AS fanouts_of_parent,
            {FANOUT_DECIDED} AS decided, {FANOUT_EXCEEDED} AS exceeded, {FANOUT_FINISHED} AS finished,
            {FANOUT_REACHED} AS reached
     FROM executions_fanout f
@@ -155,7 +156,7 @@ def _views(execution: Execution, spawner: str | None, waiting: bool) -> list[Fan
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
         if not rows:
             return []
-        alone = len(rows) == 1 if spawner is None else _single_fanout(cursor, execution)
+        alone = rows[0]["fanouts_of_parent"] == 1
         cursor.execute(WAITING_CHILDREN if waiting else ACTIVE_CHILDREN if alone else ACTIVE_CHILDREN_BY_SPAWNER,
                        {"parent": execution.pk})
         found = [(rows[0]["step_id"] if alone and not waiting else step_id, *rest) for step_id, *rest
@@ -163,12 +164,6 @@ def _views(execution: Execution, spawner: str | None, waiting: bool) -> list[Fan
     active = {(step_id, status): n for step_id, status, n, _, _ in found}
     counted = {step_id: (slot, retry) for step_id, status, _, slot, retry in found if status == "RUNNING"}
     return [_view(row, active, counted.get(row["step_id"], (0, 0))) for row in rows]
-
-
-def _single_fanout(cursor: Any, execution: Execution) -> bool:
-    """Whether ``execution`` has one fan-out only (its children then need no grouping by spawner)."""
-    cursor.execute("SELECT count(*) = 1 FROM executions_fanout WHERE execution_id = %s", [execution.pk])
-    return bool(cursor.fetchone()[0])
 
 
 def _view(row: dict[str, Any], active: dict[tuple[int, str], int], waiting: tuple[int, int]) -> FanOutView:
