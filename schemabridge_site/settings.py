@@ -254,7 +254,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "static_collected"
+STATIC_ROOT = Path(os.environ.get("SB_STATIC_ROOT", "").strip() or BASE_DIR / "static_collected")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # `manage.py collectstatic` (sb_up runs it) writes hashed, compressed copies that WhiteNoise
 # serves with far-future cache headers.

@@ -109,13 +109,15 @@ print("PROBE " + json.dumps(result))
 
 
 @pytest.fixture(scope="module")
-def production_env(django_db_setup: Any, django_db_blocker: Any) -> dict[str, str]:
+def production_env(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> dict[str, str]:
     """This environment with production settings on the test database and SB_DEMO unset."""
     with django_db_blocker.unblock():
         database = connection.settings_dict["NAME"]
     assert database.startswith("test_"), database
     env = {key: value for key, value in os.environ.items() if key not in {"SB_DEMO", "DEBUG"}}
-    env.update(DJANGO_SETTINGS_MODULE="schemabridge_site.settings", SB_DB_NAME=database)
+    # Its own STATIC_ROOT: the suite's other tests (another xdist worker) read the project's meanwhile.
+    env.update(DJANGO_SETTINGS_MODULE="schemabridge_site.settings", SB_DB_NAME=database,
+               SB_STATIC_ROOT=str(tmp_path_factory.mktemp("static_collected")))
     # Production serves hashed static files from STATIC_ROOT (WhiteNoise's manifest), as
     # `make run` prepares them: pages render only after collectstatic.
     collected = subprocess.run([sys.executable, str(ROOT / "manage.py"), "collectstatic", "--noinput", "-v", "0"],
