@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db import connection
 
+from bench import fanout
 from bench.common import Cluster, machine_speed, reset, wait_until
 from executions.models import BulkOperation, BulkState, Execution, ExecutionStatus
 from executions.services import bulk
@@ -117,9 +118,8 @@ def on_cluster(items: int, workers: int) -> dict[str, Any]:
     def drive(parent: Any, total: int) -> None:
         cluster = Cluster(workers, sample_memory=False, count_queries=False).start()
         try:
-            wait_until(lambda: (Execution.objects.filter(pk=parent, status__in=FINISHED).exists(),
-                                Execution.objects.filter(parent_id=parent, status__in=FINISHED).count()),
-                       total=total, label=f"bulk build {total:,}", timeout=max(600.0, total / 100), interval=0.5)
+            wait_until(lambda: fanout.counts(parent), total=total, label=f"bulk build {total:,}",
+                       timeout=max(600.0, total / 100), interval=0.5)
         finally:
             cluster.stop()
 

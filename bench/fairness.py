@@ -81,22 +81,21 @@ def _p95_start(fanout_id: Any) -> float:
 # then the no-op), the last child done, the MERGE claimed and done.
 TIMELINE = """
     WITH r AS (SELECT created_at AS t0 FROM executions_execution WHERE id = %(root)s),
-    kids AS (SELECT s.created_at, s.started_at, s.finished_at FROM executions_step s
-             JOIN executions_execution e ON e.id = s.execution_id WHERE e.parent_id = %(root)s)
-    SELECT
-      (SELECT extract(epoch FROM min(s.started_at) - (SELECT t0 FROM r)) FROM executions_step s
-       WHERE s.execution_id = %(root)s AND s.vertex = 'fanout'),
-      (SELECT extract(epoch FROM max(s.finished_at) - (SELECT t0 FROM r)) FROM executions_step s
-       WHERE s.execution_id = %(root)s AND s.vertex = 'fanout'),
-      (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)) FROM kids),
-      (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)) FROM kids),
-      (SELECT max(extract(epoch FROM started_at - created_at)) FROM kids),
-      (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)) FROM kids),
-      (SELECT extract(epoch FROM max(finished_at) - (SELECT t0 FROM r)) FROM kids),
-      (SELECT extract(epoch FROM min(s.started_at) - (SELECT t0 FROM r)) FROM executions_step s
-       WHERE s.execution_id = %(root)s AND s.vertex = 'join'),
-      (SELECT extract(epoch FROM max(s.finished_at) - (SELECT t0 FROM r)) FROM executions_step s
-       WHERE s.execution_id = %(root)s AND s.vertex = 'join')
+    own AS (SELECT vertex, min(started_at) AS claimed, max(finished_at) AS done FROM executions_step
+            WHERE execution_id = %(root)s GROUP BY vertex),
+    kids AS (SELECT extract(epoch FROM s.started_at - s.created_at) AS wait,
+                    extract(epoch FROM s.finished_at - s.started_at) AS run, s.finished_at
+             FROM executions_step s JOIN executions_execution e ON e.id = s.execution_id
+             WHERE e.parent_id = %(root)s)
+    SELECT extract(epoch FROM f.claimed - r.t0), extract(epoch FROM f.done - r.t0), k.*,
+           extract(epoch FROM j.claimed - r.t0), extract(epoch FROM j.done - r.t0)
+    FROM r
+    LEFT JOIN own f ON f.vertex = 'fanout'
+    LEFT JOIN own j ON j.vertex = 'join'
+    CROSS JOIN (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY wait), percentile_cont(0.95) WITHIN GROUP
+                       (ORDER BY wait), max(wait), percentile_cont(0.95) WITHIN GROUP (ORDER BY run),
+                       extract(epoch FROM max(finished_at) - (SELECT t0 FROM r))
+                FROM kids) k
 """
 TIMELINE_FIELDS = ("spawner_claimed", "spawner_done", "children_claim_p50", "children_claim_p95",
                    "children_claim_max", "children_run_p95", "children_done", "merge_claimed", "merge_done")

@@ -93,23 +93,19 @@ FANOUTS = f"""
     ORDER BY f.created_at, f.step_id
 """  # noqa: S608 - the merge rule's constant expressions only
 
-# Children of one parent still pending or running, per status, for a parent with one fan-out:
+# Children of one parent still pending or running, per spawner step and status. The step
+# comes from ``%(step)s`` for a parent with one fan-out (``ALONE``): grouped by status alone,
 # an index-only scan of execution_parent_status (the heap is not read for children whose page
-# is all-visible), where ACTIVE_CHILDREN_BY_SPAWNER reads each active child's row.
+# is all-visible); several fan-outs group by each child's ``spawned_by_id`` (``BY_SPAWNER``),
+# which reads each active child's row.
 ACTIVE_CHILDREN = """
-    SELECT NULL::bigint, c.status, count(*), 0, 0
+    SELECT {step}, c.status, count(*), 0, 0
     FROM executions_execution c
     WHERE c.parent_id = %(parent)s AND c.status IN ('PENDING', 'RUNNING')
-    GROUP BY c.status
+    GROUP BY {group}
 """
-
-# Children of one parent still pending or running, per spawner step and status.
-ACTIVE_CHILDREN_BY_SPAWNER = """
-    SELECT c.spawned_by_id, c.status, count(*), 0, 0
-    FROM executions_execution c
-    WHERE c.parent_id = %(parent)s AND c.status IN ('PENDING', 'RUNNING')
-    GROUP BY c.spawned_by_id, c.status
-"""
+ALONE = {"step": "%(step)s::bigint", "group": "c.status"}
+BY_SPAWNER = {"step": "c.spawned_by_id", "group": "c.spawned_by_id, c.status"}
 
 # The same, and of the RUNNING ones, those whose open step waits — for a destination's slot (READY and due, or
 # claimed into a worker's queue: leases.py "Slots") or for a retry's backoff — and so is not
@@ -156,11 +152,10 @@ def _views(execution: Execution, spawner: str | None, waiting: bool) -> list[Fan
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
         if not rows:
             return []
-        alone = rows[0]["fanouts_of_parent"] == 1
-        cursor.execute(WAITING_CHILDREN if waiting else ACTIVE_CHILDREN if alone else ACTIVE_CHILDREN_BY_SPAWNER,
-                       {"parent": execution.pk})
-        found = [(rows[0]["step_id"] if alone and not waiting else step_id, *rest) for step_id, *rest
-                 in cursor.fetchall()]
+        grouping = ALONE if rows[0]["fanouts_of_parent"] == 1 else BY_SPAWNER
+        cursor.execute(WAITING_CHILDREN if waiting else ACTIVE_CHILDREN.format(**grouping),
+                       {"parent": execution.pk, "step": rows[0]["step_id"]})
+        found = cursor.fetchall()
     active = {(step_id, status): n for step_id, status, n, _, _ in found}
     counted = {step_id: (slot, retry) for step_id, status, _, slot, retry in found if status == "RUNNING"}
     return [_view(row, active, counted.get(row["step_id"], (0, 0))) for row in rows]
